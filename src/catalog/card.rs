@@ -1,0 +1,39 @@
+//! Accelerator cards as sold: memory, bandwidth, compute, links, power.
+
+use serde::{Deserialize, Serialize};
+
+/// One accelerator model. Numbers are per card, from the `source` named in the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Card {
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub vendor: String,
+    /// Device memory in GiB (as marketed: "80 GB" cards are counted as 80 GiB).
+    pub memory_gib: f64,
+    /// Memory bandwidth in GB/s (10^9 bytes per second).
+    pub hbm_bandwidth_gbs: f64,
+    /// Dense FP16/BF16 tensor TFLOP/s, without sparsity.
+    pub fp16_tflops: f64,
+    /// Dense FP8 TFLOP/s where the card has FP8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_tflops: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int8_tops: Option<f64>,
+    /// The card-to-card link of its usual deployment: nvlink, pcie, infinity-fabric, hccs.
+    pub interconnect: String,
+    /// Card-to-card bandwidth per card as the vendor quotes it (both directions), GB/s.
+    pub link_bandwidth_gbs: f64,
+    pub pcie_gen: u32,
+    pub tdp_w: f64,
+    pub form_factor: String,
+    pub release_year: u32,
+    pub source: String,
+}
+
+impl Card {
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gib * super::GIB
+    }
+}

@@ -1,0 +1,307 @@
+//! Reading the catalog: the copy compiled into the binary, then a `hardware/` folder that
+//! overrides and extends it entry by entry (same name replaces, new name adds).
+//!
+//! The built-in copy means a fresh install plans without any files; the folder means a buyer
+//! can type in a quote or a new card without rebuilding.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::names::{find, normalize, suggestion, Named};
+use super::{Card, Catalog, Dtype, Model, Node};
+use crate::error::InputError;
+
+const SHIPPED_CARDS: &str = include_str!("../../hardware/cards.toml");
+const SHIPPED_NODES: &str = include_str!("../../hardware/nodes.toml");
+const SHIPPED_MODELS: &str = include_str!("../../hardware/models.toml");
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CardsFile {
+    #[serde(default)]
+    card: Vec<Card>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodesFile {
+    #[serde(default)]
+    node: Vec<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelsFile {
+    #[serde(default)]
+    model: Vec<Model>,
+}
+
+/// One catalog file's text and the name errors should point at.
+struct Source<'a> {
+    location: String,
+    text: &'a str,
+}
+
+impl Catalog {
+    /// The catalog compiled into the binary.
+    pub fn shipped() -> Result<Catalog, InputError> {
+        let mut catalog = Catalog::default();
+        catalog.merge_texts(
+            Some(Source {
+                location: "hardware/cards.toml (built in)".into(),
+                text: SHIPPED_CARDS,
+            }),
+            Some(Source {
+                location: "hardware/nodes.toml (built in)".into(),
+                text: SHIPPED_NODES,
+            }),
+            Some(Source {
+                location: "hardware/models.toml (built in)".into(),
+                text: SHIPPED_MODELS,
+            }),
+        )?;
+        Ok(catalog)
+    }
+
+    /// The built-in catalog, overridden and extended by `cards.toml`, `nodes.toml` and
+    /// `models.toml` in `dir` (each optional).
+    pub fn load(dir: Option<&Path>) -> Result<Catalog, InputError> {
+        let mut catalog = Catalog::shipped()?;
+        let Some(dir) = dir else {
+            return Ok(catalog);
+        };
+        if !dir.is_dir() {
+            return Err(InputError::file(
+                dir.display().to_string(),
+                "is not a folder; --hardware takes a folder holding cards.toml, nodes.toml and/or models.toml",
+            ));
+        }
+        let read = |file: &str| -> Result<Option<(String, String)>, InputError> {
+            let path = dir.join(file);
+            if !path.exists() {
+                return Ok(None);
+            }
+            let text = std::fs::read_to_string(&path).map_err(|err| {
+                InputError::file(path.display().to_string(), format!("cannot read: {err}"))
+            })?;
+            Ok(Some((path.display().to_string(), text)))
+        };
+        let cards = read("cards.toml")?;
+        let nodes = read("nodes.toml")?;
+        let models = read("models.toml")?;
+        catalog.merge_texts(source(&cards), source(&nodes), source(&models))?;
+        catalog
+            .origin
+            .push(format!("overrides from {}", dir.display()));
+        Ok(catalog)
+    }
+
+    fn merge_texts(
+        &mut self,
+        cards: Option<Source>,
+        nodes: Option<Source>,
+        models: Option<Source>,
+    ) -> Result<(), InputError> {
+        if let Some(source) = cards {
+            let file: CardsFile = parse_toml(&source)?;
+            for card in &file.card {
+                check_card(card, &source)?;
+            }
+            merge(&mut self.cards, file.card, &source)?;
+        }
+        if let Some(source) = models {
+            let file: ModelsFile = parse_toml(&source)?;
+            for model in &file.model {
+                check_model(model, &source)?;
+            }
+            merge(&mut self.models, file.model, &source)?;
+        }
+        if let Some(source) = nodes {
+            let file: NodesFile = parse_toml(&source)?;
+            let mut checked = Vec::with_capacity(file.node.len());
+            for mut node in file.node {
+                check_node(&mut node, &self.cards, &source)?;
+                checked.push(node);
+            }
+            merge(&mut self.nodes, checked, &source)?;
+        }
+        Ok(())
+    }
+}
+
+fn source(pair: &Option<(String, String)>) -> Option<Source<'_>> {
+    pair.as_ref().map(|(location, text)| Source {
+        location: location.clone(),
+        text: text.as_str(),
+    })
+}
+
+fn parse_toml<T: DeserializeOwned>(source: &Source) -> Result<T, InputError> {
+    toml::from_str(source.text).map_err(|err| {
+        let location = match err.span() {
+            Some(span) => format!("{}:{}", source.location, line_at(source.text, span.start)),
+            None => source.location.clone(),
+        };
+        InputError::file(location, err.message().trim().to_string())
+    })
+}
+
+/// 1-based line of a byte offset.
+fn line_at(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// `file:line` of the entry called `name` (where its `name = "…"` stands), for errors that
+/// are found after parsing.
+fn entry_location(source: &Source, name: &str) -> String {
+    let quoted = format!("\"{name}\"");
+    match source
+        .text
+        .lines()
+        .position(|line| line.trim_start().starts_with("name") && line.contains(&quoted))
+    {
+        Some(index) => format!("{}:{}", source.location, index + 1),
+        None => source.location.clone(),
+    }
+}
+
+fn merge<T: Named>(into: &mut Vec<T>, incoming: Vec<T>, source: &Source) -> Result<(), InputError> {
+    let mut seen: Vec<String> = Vec::new();
+    for item in incoming {
+        let key = normalize(item.name());
+        if seen.contains(&key) {
+            return Err(InputError::file(
+                entry_location(source, item.name()),
+                format!("'{}' is defined twice in this file", item.name()),
+            ));
+        }
+        seen.push(key.clone());
+        match into.iter().position(|old| normalize(old.name()) == key) {
+            Some(index) => into[index] = item,
+            None => into.push(item),
+        }
+    }
+    Ok(())
+}
+
+fn positive(value: f64, field: &str, name: &str, source: &Source) -> Result<(), InputError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(InputError::file(
+            entry_location(source, name),
+            format!("'{name}': {field} must be a number above 0, got {value}"),
+        ))
+    }
+}
+
+fn check_card(card: &Card, source: &Source) -> Result<(), InputError> {
+    for (value, field) in [
+        (card.memory_gib, "memory_gib"),
+        (card.hbm_bandwidth_gbs, "hbm_bandwidth_gbs"),
+        (card.fp16_tflops, "fp16_tflops"),
+        (card.link_bandwidth_gbs, "link_bandwidth_gbs"),
+        (card.tdp_w, "tdp_w"),
+    ] {
+        positive(value, field, &card.name, source)?;
+    }
+    if let Some(fp8) = card.fp8_tflops {
+        positive(fp8, "fp8_tflops", &card.name, source)?;
+    }
+    Ok(())
+}
+
+fn check_model(model: &Model, source: &Source) -> Result<(), InputError> {
+    positive(model.params_b, "params_b", &model.name, source)?;
+    for (value, field) in [
+        (model.layers, "layers"),
+        (model.hidden_size, "hidden_size"),
+        (model.heads, "heads"),
+        (model.kv_heads, "kv_heads"),
+        (model.head_dim, "head_dim"),
+        (model.vocab_size, "vocab_size"),
+        (model.max_context, "max_context"),
+    ] {
+        positive(f64::from(value), field, &model.name, source)?;
+    }
+    if !model.heads.is_multiple_of(model.kv_heads) {
+        return Err(InputError::file(
+            entry_location(source, &model.name),
+            format!(
+                "'{}': heads ({}) must be a multiple of kv_heads ({})",
+                model.name, model.heads, model.kv_heads
+            ),
+        ));
+    }
+    model.dtype.parse::<Dtype>().map_err(|err| {
+        InputError::file(
+            entry_location(source, &model.name),
+            format!("'{}': {err}", model.name),
+        )
+    })?;
+    Ok(())
+}
+
+/// Checks a node and rewrites its `card` to the catalog's canonical card name.
+fn check_node(node: &mut Node, cards: &[Card], source: &Source) -> Result<(), InputError> {
+    positive(
+        f64::from(node.cards_per_node),
+        "cards_per_node",
+        &node.name,
+        source,
+    )?;
+    let card = find(cards, &node.card).ok_or_else(|| {
+        InputError::file(
+            entry_location(source, &node.name),
+            format!(
+                "node '{}' names card '{}', which is not in the catalog{}",
+                node.name,
+                node.card,
+                suggestion(cards, &node.card, "card")
+            ),
+        )
+    })?;
+    node.card = card.name.clone();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_catalog_loads_and_cross_references() {
+        let catalog = Catalog::shipped().unwrap();
+        assert!(catalog.cards.len() >= 18);
+        assert!(catalog.models.len() >= 14);
+        for node in &catalog.nodes {
+            assert!(find(&catalog.cards, &node.card).is_some(), "{}", node.name);
+        }
+    }
+
+    #[test]
+    fn toml_errors_name_file_and_line() {
+        let source = Source {
+            location: "x/cards.toml".into(),
+            text: "[[card]]\nname = \"A\"\nmemory_gib = oops\n",
+        };
+        let err = parse_toml::<CardsFile>(&source).unwrap_err().to_string();
+        assert!(err.starts_with("x/cards.toml:3:"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let source = Source {
+            location: "m.toml".into(),
+            text: "[[model]]\nname = \"x\"\nparms_b = 7\n",
+        };
+        let err = parse_toml::<ModelsFile>(&source).unwrap_err().to_string();
+        assert!(err.contains("m.toml:3") && err.contains("parms_b"), "{err}");
+    }
+}

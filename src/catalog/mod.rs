@@ -1,0 +1,49 @@
+//! The hardware catalog (cards, node shapes, models) and what fits in a card's memory.
+
+pub mod card;
+pub mod dtype;
+pub mod load;
+pub mod memory;
+pub mod model;
+pub mod names;
+pub mod node;
+
+pub use card::Card;
+pub use dtype::Dtype;
+pub use memory::{memory_fit, MemoryFit, MemoryOptions};
+pub use model::Model;
+pub use node::Node;
+
+use crate::error::InputError;
+
+/// Bytes in a GiB.
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Cards, node shapes and models, built in and overridden from a `hardware/` folder.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub cards: Vec<Card>,
+    pub nodes: Vec<Node>,
+    pub models: Vec<Model>,
+    /// Where entries came from beyond the built-in copy.
+    pub origin: Vec<String>,
+}
+
+impl Catalog {
+    pub fn card(&self, name: &str) -> Result<&Card, InputError> {
+        names::lookup(&self.cards, name, "card")
+    }
+
+    pub fn node(&self, name: &str) -> Result<&Node, InputError> {
+        names::lookup(&self.nodes, name, "node")
+    }
+
+    pub fn model(&self, name: &str) -> Result<&Model, InputError> {
+        names::lookup(&self.models, name, "model")
+    }
+
+    /// The node shapes built from `card`.
+    pub fn nodes_of<'a>(&'a self, card: &'a Card) -> impl Iterator<Item = &'a Node> + 'a {
+        self.nodes.iter().filter(move |node| node.card == card.name)
+    }
+}

@@ -1,0 +1,264 @@
+//! Command-line arguments, and turning them into the library's requests.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use capplan::catalog::{Dtype, MemoryOptions};
+use capplan::plan::{Demand, SolveRequest};
+use capplan::report::hardware::Section;
+use capplan::report::Format;
+use capplan::slo::{parse_positive_seconds, Percentile, Slo};
+use capplan::workload::ThinkTime;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "capplan",
+    version,
+    about = "Plan LLM-serving fleets: measure, fit, predict and solve for nodes, splits and cost",
+    long_about = None
+)]
+pub struct Cli {
+    /// Catalog folder (cards.toml, nodes.toml, models.toml) that overrides and extends the
+    /// built-in catalog [default: ./hardware when present]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub hardware: Option<PathBuf>,
+
+    /// Folder of measurements and capacity tables [default: ./measurements when present]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub measurements: Option<PathBuf>,
+
+    /// Output format
+    #[arg(long, global = true, default_value = "table", value_parser = parse_format)]
+    pub format: Format,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Nodes, cards and the best instance split per candidate for a user population
+    Solve(SolveArgs),
+    /// The hardware catalog: cards, node shapes and models
+    #[command(subcommand)]
+    Hardware(HardwareCommand),
+    /// Whether a model fits on TP cards, and how much KV cache is left
+    Memory(MemoryArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("demand").required(true).args(["users", "rps"]))]
+pub struct SolveArgs {
+    /// Users to serve (counted as the capacity points count them; see --think-time)
+    #[arg(long, value_parser = parse_users, allow_hyphen_values = true)]
+    pub users: Option<u64>,
+
+    /// Requests per second to serve (needs latency from fitted runs to convert)
+    #[arg(long, value_parser = parse_rate, allow_hyphen_values = true)]
+    pub rps: Option<f64>,
+
+    #[command(flatten)]
+    pub slo: SloArgs,
+
+    /// Think time between a response and the user's next request: 0s, 2s, 1s..3s. Without it,
+    /// users are counted as each capacity point counted them
+    #[arg(long, value_parser = parse_think_time, value_name = "DUR")]
+    pub think_time: Option<ThinkTime>,
+
+    /// Models to plan (comma-separated) [default: every model with capacity points]
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub model: Vec<String>,
+
+    /// Candidate cards or node shapes (comma-separated) [default: every node shape]
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    pub cards: Vec<String>,
+
+    /// Extra capacity on top of demand: 0.2 = 20 %
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction, allow_hyphen_values = true)]
+    pub headroom: f64,
+
+    /// Spare nodes per candidate (N+k)
+    #[arg(long, default_value_t = 0)]
+    pub spares: u32,
+
+    #[command(flatten)]
+    pub memory: MemoryFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct SloArgs {
+    /// Time-to-first-token limit, e.g. 3s, 3.15s, 800ms
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub ttft: f64,
+
+    /// Time-per-output-token limit, e.g. 100ms
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub tpot: Option<f64>,
+
+    /// Statistic the limits apply to: mean, p50, p90, p95, p99
+    #[arg(long, default_value = "p90", value_parser = parse_percentile)]
+    pub percentile: Percentile,
+}
+
+#[derive(Debug, Args)]
+pub struct MemoryFlags {
+    /// Weight dtype [default: the model's]: fp32, fp16, bf16, fp8, int8, int4
+    #[arg(long, value_parser = parse_dtype)]
+    pub dtype: Option<Dtype>,
+
+    /// KV-cache dtype [default: fp16]
+    #[arg(long, value_parser = parse_dtype)]
+    pub kv_dtype: Option<Dtype>,
+
+    /// Share of card memory the engine may use
+    #[arg(long, default_value_t = 0.9, value_parser = parse_fraction)]
+    pub mem_util: f64,
+
+    /// GiB per card reserved for activations and runtime buffers
+    #[arg(long, default_value_t = 1.0, value_parser = parse_fraction)]
+    pub reserve_gib: f64,
+
+    /// Tokens one sequence must be able to hold [default: the model's context, at most 4096]
+    #[arg(long, value_name = "TOKENS")]
+    pub context: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HardwareCommand {
+    /// List cards, node shapes and/or models
+    List {
+        #[arg(value_enum, default_value = "all")]
+        what: ListWhat,
+    },
+    /// Show one card, node shape or model with every field and its source
+    Show { name: String },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ListWhat {
+    Cards,
+    Nodes,
+    Models,
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub card: String,
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    #[command(flatten)]
+    pub memory: MemoryFlags,
+}
+
+impl ListWhat {
+    pub fn section(self) -> Section {
+        match self {
+            ListWhat::Cards => Section::Cards,
+            ListWhat::Nodes => Section::Nodes,
+            ListWhat::Models => Section::Models,
+            ListWhat::All => Section::All,
+        }
+    }
+}
+
+impl MemoryFlags {
+    pub fn options(&self) -> MemoryOptions {
+        MemoryOptions {
+            dtype: self.dtype,
+            kv_dtype: self.kv_dtype,
+            memory_utilization: self.mem_util,
+            reserve_gib: self.reserve_gib,
+            context_tokens: self.context,
+        }
+    }
+}
+
+impl SolveArgs {
+    pub fn request(&self) -> SolveRequest {
+        let demand = match (self.users, self.rps) {
+            (Some(users), _) => Demand::Users(users),
+            (None, Some(rps)) => Demand::Rps(rps),
+            // clap's "demand" group requires one of the two.
+            (None, None) => Demand::Users(0),
+        };
+        SolveRequest {
+            demand,
+            slo: Slo {
+                ttft_s: self.slo.ttft,
+                tpot_s: self.slo.tpot,
+                percentile: self.slo.percentile,
+            },
+            think_time: self.think_time,
+            models: self.model.clone(),
+            cards: self.cards.clone(),
+            headroom: self.headroom,
+            spares: self.spares,
+            memory: self.memory.options(),
+        }
+    }
+}
+
+/// The folder given, or `default` under the working directory when it exists.
+pub fn folder_or_default(given: &Option<PathBuf>, default: &str) -> Option<PathBuf> {
+    match given {
+        Some(path) => Some(path.clone()),
+        None => {
+            let path = Path::new(default);
+            path.is_dir().then(|| path.to_path_buf())
+        }
+    }
+}
+
+fn parse_format(text: &str) -> Result<Format, String> {
+    text.parse()
+        .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_limit(text: &str) -> Result<f64, String> {
+    parse_positive_seconds(text).map_err(|err| err.to_string())
+}
+
+fn parse_think_time(text: &str) -> Result<ThinkTime, String> {
+    text.parse()
+        .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_percentile(text: &str) -> Result<Percentile, String> {
+    text.parse()
+        .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_dtype(text: &str) -> Result<Dtype, String> {
+    text.parse()
+        .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_users(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(users) if users > 0 => Ok(users),
+        _ => Err(format!(
+            "users must be a whole number above 0 (e.g. 10000), got '{text}'"
+        )),
+    }
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!(
+            "a rate must be a number of requests per second above 0 (e.g. 25), got '{text}'"
+        )),
+    }
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(value) if value.is_finite() && value >= 0.0 => Ok(value),
+        _ => Err(format!("expected a number of 0 or more, got '{text}'")),
+    }
+}

@@ -1,0 +1,16 @@
+//! capplan: how many nodes of which card, split into which serving instances, it takes for N
+//! users to get their first token within X s and each next token within Y ms — and what each
+//! option costs.
+//!
+//! Data flows one way: catalog and capacity points (`catalog`, `store`) → planning (`plan`) →
+//! reports (`report`). The binary (`main.rs`, `cli.rs`) only parses arguments and wires these.
+
+pub mod catalog;
+pub mod error;
+pub mod plan;
+pub mod report;
+pub mod slo;
+pub mod store;
+pub mod workload;
+
+pub use error::{is_input_error, InputError};

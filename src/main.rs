@@ -1,0 +1,119 @@
+//! The `capplan` binary: parses arguments and hands them to the library.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use capplan::catalog::{memory_fit, Catalog};
+use capplan::report::hardware::{CatalogEntry, CatalogListing};
+use capplan::report::memory::MemoryReport;
+use capplan::report::{render, Report};
+use capplan::{plan, store};
+use cli::{folder_or_default, Cli, Command, HardwareCommand};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(err) => {
+            let mut message = format!("error: {err}");
+            for cause in err.chain().skip(1) {
+                message.push_str(&format!(": {cause}"));
+            }
+            eprintln!("{message}");
+            if capplan::is_input_error(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn print<R: Report>(report: &R, cli: &Cli) -> anyhow::Result<()> {
+    print!("{}", render(report, cli.format)?);
+    Ok(())
+}
+
+fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    let hardware = folder_or_default(&cli.hardware, "hardware");
+    let catalog = Catalog::load(hardware.as_deref())?;
+    match &cli.command {
+        Command::Solve(args) => {
+            let request = args.request();
+            let dir = folder_or_default(&cli.measurements, "measurements");
+            let points = match &dir {
+                Some(dir) => store::load_capacity_dir(dir, &catalog)
+                    .with_context(|| format!("reading capacity tables in {}", dir.display()))?,
+                None => Vec::new(),
+            };
+            let report = plan::solve(&catalog, &points, &request)?;
+            print(&report, cli)?;
+            // No plan is not a crash, but a script must not mistake it for an answer.
+            Ok(if report.has_plans() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Hardware(HardwareCommand::List { what }) => {
+            print(&CatalogListing::new(&catalog, what.section()), cli)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Hardware(HardwareCommand::Show { name }) => {
+            let entry = if let Ok(card) = catalog.card(name) {
+                CatalogEntry::Card(card.clone())
+            } else if let Ok(node) = catalog.node(name) {
+                CatalogEntry::Node(node.clone())
+            } else {
+                CatalogEntry::Model(
+                    catalog
+                        .model(name)
+                        .map_err(|_| capplan::InputError::UnknownName {
+                            kind: "card, node or model",
+                            name: name.clone(),
+                            hint: nearest_any(&catalog, name),
+                        })?
+                        .clone(),
+                )
+            };
+            print(&entry, cli)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Memory(args) => {
+            let model = catalog.model(&args.model)?;
+            let card = catalog.card(&args.card)?;
+            let options = args.memory.options();
+            match memory_fit(model, card, args.tp, &options) {
+                Ok(fit) => {
+                    print(&MemoryReport { fits: true, fit }, cli)?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(rejected) => Err(capplan::InputError::value(format!(
+                    "layout does not fit: {rejected}"
+                ))
+                .into()),
+            }
+        }
+    }
+}
+
+fn nearest_any(catalog: &Catalog, name: &str) -> String {
+    use capplan::catalog::names::suggestion;
+    let all: Vec<String> = [
+        suggestion(&catalog.cards, name, "card"),
+        suggestion(&catalog.nodes, name, "node"),
+        suggestion(&catalog.models, name, "model"),
+    ]
+    .into_iter()
+    .filter(|hint| hint.contains("nearest"))
+    .collect();
+    if all.is_empty() {
+        " (see `capplan hardware list`)".into()
+    } else {
+        all.join("")
+    }
+}

@@ -1,0 +1,439 @@
+//! From capacity per instance to nodes per candidate: the planner's core.
+//!
+//! For each model and node shape, every split of the node that fits in memory is tried with the
+//! best capacity point that proves the SLO asked for (measured ≻ imported ≻ predicted, then the
+//! highest C*). users per node = instances × C*; nodes = ⌈users × (1 + headroom) / users per
+//! node⌉ + spares. A point measured on one node shape serves every node shape of the same card
+//! whose cards are linked the same way, because C* is a property of the instance, not the node.
+
+use serde::Serialize;
+
+use super::demand::{nodes_needed, Demand};
+use super::evidence::{why_not_usable, SkippedPoint};
+use super::split::NodeSplit;
+use crate::catalog::memory::memory_fit;
+use crate::catalog::names::{find, suggestion};
+use crate::catalog::{Catalog, MemoryOptions, Model, Node};
+use crate::error::InputError;
+use crate::slo::Slo;
+use crate::store::{CapacityPoint, PointSource};
+use crate::workload::ThinkTime;
+
+/// What to plan for.
+#[derive(Debug, Clone, Serialize)]
+pub struct SolveRequest {
+    pub demand: Demand,
+    pub slo: Slo,
+    /// `None`: users are counted as each capacity point counted them.
+    pub think_time: Option<ThinkTime>,
+    /// Model names; empty means every model that has capacity points.
+    pub models: Vec<String>,
+    /// Card or node names; empty means every node shape in the catalog.
+    pub cards: Vec<String>,
+    pub headroom: f64,
+    pub spares: u32,
+    pub memory: MemoryOptions,
+}
+
+/// The plan for one model on one node shape, with the split that needs the fewest nodes.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodePlan {
+    pub model: String,
+    pub card: String,
+    pub node: String,
+    pub interconnect: String,
+    pub cards_per_node: u32,
+    pub split: NodeSplit,
+    /// C* per instance.
+    pub users_per_instance: f64,
+    pub users_per_node: f64,
+    pub nodes: u64,
+    pub cards: u64,
+    pub source: PointSource,
+    /// `file:line` of the capacity point used.
+    pub evidence: String,
+    pub evidence_slo: Slo,
+    pub evidence_think_time: ThinkTime,
+    /// Node price × nodes, from the catalog's editable estimates.
+    pub capex_usd: Option<f64>,
+    /// 1 = best for this model.
+    pub rank: usize,
+    /// The best-ranked node shape of this card for this model.
+    pub best_for_card: bool,
+    /// Every split of this node that was considered.
+    pub splits: Vec<SplitOutcome>,
+}
+
+/// What became of one split of a node.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitOutcome {
+    pub split: NodeSplit,
+    /// `planned`, `no capacity point` or `does not fit`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users_per_instance: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A model × node shape without a plan, and what would give it one.
+#[derive(Debug, Clone, Serialize)]
+pub struct MissingCapacity {
+    pub model: String,
+    pub node: String,
+    pub card: String,
+    /// Splits that fit in memory but have no capacity point.
+    pub fitting_splits: Vec<NodeSplit>,
+    pub reason: String,
+    pub hint: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SolveReport {
+    pub request: SolveRequest,
+    /// How users are counted in this plan.
+    pub users_meaning: String,
+    pub plans: Vec<NodePlan>,
+    pub skipped: Vec<SkippedPoint>,
+    pub missing: Vec<MissingCapacity>,
+    /// Anything else the reader must know (e.g. no capacity points at all).
+    pub notes: Vec<String>,
+}
+
+impl SolveReport {
+    pub fn has_plans(&self) -> bool {
+        !self.plans.is_empty()
+    }
+}
+
+/// Plans the fleet for `request` from `points`.
+pub fn solve(
+    catalog: &Catalog,
+    points: &[CapacityPoint],
+    request: &SolveRequest,
+) -> Result<SolveReport, InputError> {
+    check_request(request)?;
+    let models = chosen_models(catalog, points, request)?;
+    let nodes = chosen_nodes(catalog, request)?;
+    let demand_users = match request.demand {
+        Demand::Users(users) => users as f64,
+        Demand::Rps(_) => 0.0,
+    };
+
+    let mut usable: Vec<&CapacityPoint> = Vec::new();
+    let mut skipped = Vec::new();
+    for point in points {
+        let relevant = models.iter().any(|m| m.name == point.model)
+            && nodes.iter().any(|n| n.card == point.card);
+        if !relevant {
+            continue;
+        }
+        match why_not_usable(
+            point,
+            &request.demand,
+            &request.slo,
+            request.think_time.as_ref(),
+        ) {
+            Some(reason) => skipped.push(SkippedPoint::new(point, reason)),
+            None => usable.push(point),
+        }
+    }
+
+    let mut plans = Vec::new();
+    let mut missing = Vec::new();
+    for model in &models {
+        let mut model_plans = Vec::new();
+        for node in &nodes {
+            match plan_node(
+                catalog,
+                model,
+                node,
+                &usable,
+                request,
+                demand_users,
+                &mut skipped,
+            ) {
+                Ok(plan) => model_plans.push(plan),
+                Err(gap) => missing.push(*gap),
+            }
+        }
+        rank(&mut model_plans);
+        plans.extend(model_plans);
+    }
+
+    let mut notes = Vec::new();
+    if points.is_empty() {
+        notes.push(
+            "no capacity points were found: put capacity tables (CSV) in measurements/ or pass \
+             --measurements DIR"
+                .to_string(),
+        );
+    }
+    let users_meaning = match (&request.demand, &request.think_time) {
+        (Demand::Users(_), None) => "users are counted as each capacity point counted them: \
+             concurrent sessions with the think time shown next to the point (--think-time asks \
+             for one think time)"
+            .to_string(),
+        (Demand::Users(_), Some(think)) => format!(
+            "users are concurrent sessions pausing {think} between a response and their next request"
+        ),
+        (Demand::Rps(_), _) => "a request rate needs the E2E latency at C* to convert into \
+             in-flight users; capacity tables do not carry it"
+            .to_string(),
+    };
+    Ok(SolveReport {
+        request: request.clone(),
+        users_meaning,
+        plans,
+        skipped,
+        missing,
+        notes,
+    })
+}
+
+fn check_request(request: &SolveRequest) -> Result<(), InputError> {
+    match request.demand {
+        Demand::Users(0) => return Err(InputError::value("--users must be above 0")),
+        Demand::Rps(rps) if !(rps.is_finite() && rps > 0.0) => {
+            return Err(InputError::value(format!(
+                "--rps must be above 0, got {rps}"
+            )))
+        }
+        _ => {}
+    }
+    if !(request.headroom.is_finite() && request.headroom >= 0.0) {
+        return Err(InputError::value(format!(
+            "--headroom must be 0 or more (0.2 = 20 % extra), got {}",
+            request.headroom
+        )));
+    }
+    let util = request.memory.memory_utilization;
+    if !(util > 0.0 && util <= 1.0) {
+        return Err(InputError::value(format!(
+            "memory utilisation must be above 0 and at most 1, got {util}"
+        )));
+    }
+    Ok(())
+}
+
+fn chosen_models<'a>(
+    catalog: &'a Catalog,
+    points: &[CapacityPoint],
+    request: &SolveRequest,
+) -> Result<Vec<&'a Model>, InputError> {
+    if request.models.is_empty() {
+        return Ok(catalog
+            .models
+            .iter()
+            .filter(|model| points.iter().any(|p| p.model == model.name))
+            .collect());
+    }
+    let mut models: Vec<&Model> = Vec::new();
+    for name in &request.models {
+        let model = catalog.model(name)?;
+        if !models.iter().any(|m| m.name == model.name) {
+            models.push(model);
+        }
+    }
+    Ok(models)
+}
+
+/// Node shapes in scope: all, or those of the cards (or nodes) named.
+fn chosen_nodes<'a>(
+    catalog: &'a Catalog,
+    request: &SolveRequest,
+) -> Result<Vec<&'a Node>, InputError> {
+    if request.cards.is_empty() {
+        return Ok(catalog.nodes.iter().collect());
+    }
+    let mut nodes: Vec<&Node> = Vec::new();
+    for name in &request.cards {
+        let matched: Vec<&Node> = if let Some(card) = find(&catalog.cards, name) {
+            catalog.nodes_of(card).collect()
+        } else if let Some(node) = find(&catalog.nodes, name) {
+            vec![node]
+        } else {
+            let near_card = suggestion(&catalog.cards, name, "card");
+            let hint = if near_card.contains("nearest") {
+                near_card
+            } else {
+                suggestion(&catalog.nodes, name, "node")
+            };
+            return Err(InputError::UnknownName {
+                kind: "card or node",
+                name: name.clone(),
+                hint,
+            });
+        };
+        if matched.is_empty() {
+            return Err(InputError::value(format!(
+                "card '{name}' has no node shape in the catalog; add one to hardware/nodes.toml"
+            )));
+        }
+        for node in matched {
+            if !nodes.iter().any(|n| n.name == node.name) {
+                nodes.push(node);
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+fn plan_node(
+    catalog: &Catalog,
+    model: &Model,
+    node: &Node,
+    usable: &[&CapacityPoint],
+    request: &SolveRequest,
+    demand_users: f64,
+    skipped: &mut Vec<SkippedPoint>,
+) -> Result<NodePlan, Box<MissingCapacity>> {
+    let card = catalog
+        .cards
+        .iter()
+        .find(|card| card.name == node.card)
+        .expect("the catalog loader checks that every node's card exists");
+    let mut outcomes = Vec::new();
+    let mut best: Option<(NodeSplit, &CapacityPoint, u64)> = None;
+    let mut fitting = Vec::new();
+    let mut first_rejection = None;
+    for split in NodeSplit::all_for(node.cards_per_node) {
+        let candidates = usable.iter().copied().filter(|p| {
+            p.model == model.name
+                && p.card == card.name
+                && p.tp == split.tp
+                && node.runs_like(&p.interconnect, p.tp)
+        });
+        if let Err(rejected) = memory_fit(model, card, split.tp, &request.memory) {
+            for point in candidates {
+                let reason =
+                    format!("the layout does not fit under the memory options asked: {rejected}");
+                if !skipped.iter().any(|s| s.origin == point.origin) {
+                    skipped.push(SkippedPoint::new(point, reason));
+                }
+            }
+            first_rejection.get_or_insert_with(|| rejected.reason.clone());
+            outcomes.push(SplitOutcome {
+                split,
+                status: "does not fit".into(),
+                users_per_instance: None,
+                nodes: None,
+                reason: Some(rejected.reason),
+            });
+            continue;
+        }
+        fitting.push(split);
+        let chosen = candidates.min_by(|a, b| {
+            a.source
+                .cmp(&b.source)
+                .then(b.users_per_instance.total_cmp(&a.users_per_instance))
+        });
+        let Some(point) = chosen else {
+            outcomes.push(SplitOutcome {
+                split,
+                status: "no capacity point".into(),
+                users_per_instance: None,
+                nodes: None,
+                reason: None,
+            });
+            continue;
+        };
+        let users_per_node = f64::from(split.instances) * point.users_per_instance;
+        let nodes = nodes_needed(
+            demand_users,
+            request.headroom,
+            users_per_node,
+            request.spares,
+        );
+        outcomes.push(SplitOutcome {
+            split,
+            status: "planned".into(),
+            users_per_instance: Some(point.users_per_instance),
+            nodes: Some(nodes),
+            reason: None,
+        });
+        let better = match &best {
+            None => true,
+            // Fewer nodes wins; on a tie, fewer instances are simpler to run.
+            Some((best_split, _, best_nodes)) => {
+                nodes < *best_nodes
+                    || (nodes == *best_nodes && split.instances < best_split.instances)
+            }
+        };
+        if better {
+            best = Some((split, point, nodes));
+        }
+    }
+
+    let Some((split, point, nodes)) = best else {
+        let reason = if fitting.is_empty() {
+            format!(
+                "no split fits in memory ({})",
+                first_rejection.unwrap_or_default()
+            )
+        } else {
+            "no capacity point proves the SLO asked for any split that fits".to_string()
+        };
+        let hint = match fitting.first() {
+            Some(split) => format!(
+                "measure it with `capplan probe --model {} --card {} --tp {} --ttft … --tpot …`, \
+                 or add a capacity point to a CSV table in measurements/",
+                model.name, card.name, split.tp
+            ),
+            None => {
+                "use a card with more memory, a smaller dtype (--dtype fp8), or another node shape"
+                    .into()
+            }
+        };
+        return Err(Box::new(MissingCapacity {
+            model: model.name.clone(),
+            node: node.name.clone(),
+            card: card.name.clone(),
+            fitting_splits: fitting,
+            reason,
+            hint,
+        }));
+    };
+    let users_per_node = f64::from(split.instances) * point.users_per_instance;
+    Ok(NodePlan {
+        model: model.name.clone(),
+        card: card.name.clone(),
+        node: node.name.clone(),
+        interconnect: node.interconnect.clone(),
+        cards_per_node: node.cards_per_node,
+        split,
+        users_per_instance: point.users_per_instance,
+        users_per_node,
+        nodes,
+        cards: nodes * u64::from(node.cards_per_node),
+        source: point.source,
+        evidence: point.origin.clone(),
+        evidence_slo: point.slo,
+        evidence_think_time: point.think_time,
+        capex_usd: node.price_usd.map(|price| price * nodes as f64),
+        rank: 0,
+        best_for_card: false,
+        splits: outcomes,
+    })
+}
+
+/// Best first: by estimated purchase cost where the catalog has a price, then (without a
+/// price) by cards; marks the best node shape of each card.
+fn rank(plans: &mut [NodePlan]) {
+    plans.sort_by(|a, b| match (a.capex_usd, b.capex_usd) {
+        (Some(x), Some(y)) => x.total_cmp(&y).then(a.cards.cmp(&b.cards)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cards.cmp(&b.cards).then(a.nodes.cmp(&b.nodes)),
+    });
+    let mut seen_cards: Vec<String> = Vec::new();
+    for (index, plan) in plans.iter_mut().enumerate() {
+        plan.rank = index + 1;
+        if !seen_cards.contains(&plan.card) {
+            seen_cards.push(plan.card.clone());
+            plan.best_for_card = true;
+        }
+    }
+}

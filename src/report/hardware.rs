@@ -1,0 +1,219 @@
+//! How the catalog reads: lists and single entries.
+
+use serde::Serialize;
+
+use super::{count, dollars, Document, Report, Table};
+use crate::catalog::{Card, Catalog, Model, Node};
+
+/// Which part of the catalog to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Cards,
+    Nodes,
+    Models,
+    All,
+}
+
+/// `capplan hardware list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CatalogListing {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<Card>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<Node>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<Model>,
+}
+
+impl CatalogListing {
+    pub fn new(catalog: &Catalog, section: Section) -> Self {
+        let want = |s: Section| section == s || section == Section::All;
+        CatalogListing {
+            cards: if want(Section::Cards) {
+                catalog.cards.clone()
+            } else {
+                Vec::new()
+            },
+            nodes: if want(Section::Nodes) {
+                catalog.nodes.clone()
+            } else {
+                Vec::new()
+            },
+            models: if want(Section::Models) {
+                catalog.models.clone()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+fn opt(value: Option<f64>) -> String {
+    value.map(count).unwrap_or_else(|| "-".into())
+}
+
+fn cards_table(cards: &[Card]) -> Table {
+    Table {
+        caption: Some("Cards".into()),
+        headers: [
+            "card",
+            "memory GiB",
+            "HBM GB/s",
+            "FP16 TFLOP/s",
+            "FP8 TFLOP/s",
+            "link",
+            "link GB/s",
+            "TDP W",
+            "year",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: cards
+            .iter()
+            .map(|c| {
+                vec![
+                    c.name.clone(),
+                    count(c.memory_gib),
+                    count(c.hbm_bandwidth_gbs),
+                    count(c.fp16_tflops),
+                    opt(c.fp8_tflops),
+                    c.interconnect.clone(),
+                    count(c.link_bandwidth_gbs),
+                    count(c.tdp_w),
+                    c.release_year.to_string(),
+                ]
+            })
+            .collect(),
+    }
+}
+
+fn nodes_table(nodes: &[Node]) -> Table {
+    Table {
+        caption: Some("Node shapes (prices are editable estimates)".into()),
+        headers: [
+            "node",
+            "card",
+            "cards",
+            "link",
+            "topology",
+            "host W",
+            "RU",
+            "est. price",
+            "cloud",
+            "est. $/h",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: nodes
+            .iter()
+            .map(|n| {
+                vec![
+                    n.name.clone(),
+                    n.card.clone(),
+                    n.cards_per_node.to_string(),
+                    n.interconnect.clone(),
+                    n.topology.clone(),
+                    count(n.host_power_w),
+                    n.rack_units.to_string(),
+                    n.price_usd.map(dollars).unwrap_or_else(|| "-".into()),
+                    n.cloud_instance.clone().unwrap_or_else(|| "-".into()),
+                    opt(n.cloud_usd_per_hour),
+                ]
+            })
+            .collect(),
+    }
+}
+
+fn models_table(models: &[Model]) -> Table {
+    Table {
+        caption: Some("Models".into()),
+        headers: [
+            "model", "params B", "active B", "layers", "hidden", "heads", "KV heads", "head dim",
+            "vocab", "context", "dtype",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: models
+            .iter()
+            .map(|m| {
+                vec![
+                    m.name.clone(),
+                    count(m.params_b),
+                    opt(m.active_params_b),
+                    m.layers.to_string(),
+                    m.hidden_size.to_string(),
+                    m.heads.to_string(),
+                    m.kv_heads.to_string(),
+                    m.head_dim.to_string(),
+                    m.vocab_size.to_string(),
+                    m.max_context.to_string(),
+                    m.dtype.clone(),
+                ]
+            })
+            .collect(),
+    }
+}
+
+impl Report for CatalogListing {
+    fn document(&self) -> Document {
+        let mut tables = Vec::new();
+        if !self.cards.is_empty() {
+            tables.push(cards_table(&self.cards));
+        }
+        if !self.nodes.is_empty() {
+            tables.push(nodes_table(&self.nodes));
+        }
+        if !self.models.is_empty() {
+            tables.push(models_table(&self.models));
+        }
+        Document {
+            heading: Vec::new(),
+            tables,
+            notes: vec!["`capplan hardware show NAME` prints one entry with its sources.".into()],
+        }
+    }
+}
+
+/// `capplan hardware show NAME`: one entry, whichever kind it is.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum CatalogEntry {
+    Card(Card),
+    Node(Node),
+    Model(Model),
+}
+
+impl Report for CatalogEntry {
+    fn document(&self) -> Document {
+        // Every field, from the entry's own serialization, so nothing is left out.
+        let value = serde_json::to_value(self).unwrap_or_default();
+        let mut rows = Vec::new();
+        if let serde_json::Value::Object(fields) = value {
+            for (key, field) in fields {
+                let text = match field {
+                    serde_json::Value::String(s) => s,
+                    serde_json::Value::Array(items) => items
+                        .iter()
+                        .map(|i| {
+                            i.as_str()
+                                .map(String::from)
+                                .unwrap_or_else(|| i.to_string())
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    other => other.to_string(),
+                };
+                rows.push(vec![key, text]);
+            }
+        }
+        Document {
+            heading: Vec::new(),
+            tables: vec![Table {
+                caption: None,
+                headers: vec!["field".into(), "value".into()],
+                rows,
+            }],
+            notes: Vec::new(),
+        }
+    }
+}

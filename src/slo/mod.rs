@@ -1,0 +1,108 @@
+//! Service-level objectives: latency limits at a percentile, and whether one SLO proves another.
+
+pub mod duration;
+pub mod percentile;
+
+use serde::Serialize;
+
+pub use duration::{format_seconds, parse_positive_seconds, parse_seconds};
+pub use percentile::Percentile;
+
+/// Latency limits a serving instance must meet: TTFT always, TPOT when given, both at one
+/// statistic (`percentile`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Slo {
+    pub ttft_s: f64,
+    pub tpot_s: Option<f64>,
+    pub percentile: Percentile,
+}
+
+impl Slo {
+    /// Why a capacity measured under `self` does not prove capacity under `asked`, or `None`
+    /// when it does. Capacity measured under a stricter SLO is a lower bound under a looser
+    /// one; the reverse is not: a point measured at TTFT < 3.15 s does not prove < 3 s.
+    pub fn why_not_proof_of(&self, asked: &Slo) -> Option<String> {
+        const EPS: f64 = 1e-9;
+        if !self.percentile.proves(asked.percentile) {
+            return Some(format!(
+                "limits are on the {} and do not prove limits on the {}",
+                self.percentile, asked.percentile
+            ));
+        }
+        if self.ttft_s > asked.ttft_s + EPS {
+            return Some(format!(
+                "measured at TTFT ≤ {}, which does not prove TTFT ≤ {}",
+                format_seconds(self.ttft_s),
+                format_seconds(asked.ttft_s)
+            ));
+        }
+        if let Some(want) = asked.tpot_s {
+            match self.tpot_s {
+                None => {
+                    return Some(format!(
+                        "measured without a TPOT limit, which does not prove TPOT ≤ {}",
+                        format_seconds(want)
+                    ))
+                }
+                Some(have) if have > want + EPS => {
+                    return Some(format!(
+                        "measured at TPOT ≤ {}, which does not prove TPOT ≤ {}",
+                        format_seconds(have),
+                        format_seconds(want)
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
+    /// `TTFT ≤ 3.15 s, TPOT ≤ 100 ms (mean)`.
+    pub fn describe(&self) -> String {
+        let mut text = format!("TTFT ≤ {}", format_seconds(self.ttft_s));
+        if let Some(tpot) = self.tpot_s {
+            text.push_str(&format!(", TPOT ≤ {}", format_seconds(tpot)));
+        }
+        text.push_str(&format!(" ({})", self.percentile));
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slo(ttft: f64, tpot: Option<f64>, percentile: Percentile) -> Slo {
+        Slo {
+            ttft_s: ttft,
+            tpot_s: tpot,
+            percentile,
+        }
+    }
+
+    #[test]
+    fn stricter_proves_looser_only() {
+        let measured = slo(3.15, Some(0.1), Percentile::Mean);
+        assert!(measured
+            .why_not_proof_of(&slo(3.15, Some(0.1), Percentile::Mean))
+            .is_none());
+        assert!(measured
+            .why_not_proof_of(&slo(5.0, None, Percentile::Mean))
+            .is_none());
+        let why = measured
+            .why_not_proof_of(&slo(3.0, Some(0.1), Percentile::Mean))
+            .unwrap();
+        assert!(why.contains("3.15 s") && why.contains("3 s"), "{why}");
+        let why = measured
+            .why_not_proof_of(&slo(3.15, Some(0.05), Percentile::Mean))
+            .unwrap();
+        assert!(why.contains("TPOT"), "{why}");
+        assert!(measured
+            .why_not_proof_of(&slo(3.15, Some(0.1), Percentile::P(90.0)))
+            .is_some());
+        let without_tpot = slo(3.0, None, Percentile::Mean);
+        assert!(without_tpot
+            .why_not_proof_of(&slo(3.0, Some(0.1), Percentile::Mean))
+            .is_some());
+    }
+}

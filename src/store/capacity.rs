@@ -1,0 +1,327 @@
+//! Capacity tables: CSV files directly under `measurements/`, one capacity point a row.
+//!
+//! A capacity point says: this model on `tp` cards of this card (linked by `interconnect`) held
+//! `users_per_instance` users per serving instance within this SLO. Run folders (probe output)
+//! live in sub-folders; only the CSV files at the top level are capacity tables. The columns are
+//! documented in `measurements/README.md`.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::catalog::names::{find, suggestion};
+use crate::catalog::Catalog;
+use crate::error::InputError;
+use crate::slo::{Percentile, Slo};
+use crate::workload::ThinkTime;
+
+/// Where a capacity number comes from, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PointSource {
+    Measured,
+    Imported,
+    Predicted,
+}
+
+impl fmt::Display for PointSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PointSource::Measured => "measured",
+            PointSource::Imported => "imported",
+            PointSource::Predicted => "predicted",
+        })
+    }
+}
+
+/// One row of a capacity table, checked against the catalog.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapacityPoint {
+    /// Catalog names (aliases in the file are resolved).
+    pub model: String,
+    pub card: String,
+    pub interconnect: String,
+    pub cards_per_node: Option<u32>,
+    pub instances_per_node: Option<u32>,
+    pub tp: u32,
+    /// C*: the most concurrent users one instance held within the SLO.
+    pub users_per_instance: f64,
+    pub slo: Slo,
+    pub think_time: ThinkTime,
+    pub source: PointSource,
+    pub note: String,
+    /// `file:line` of the row.
+    pub origin: String,
+}
+
+const REQUIRED: [&str; 5] = ["model", "card", "tp", "users_per_instance", "ttft_slo_s"];
+const OPTIONAL: [&str; 10] = [
+    "card_memory_gib",
+    "interconnect",
+    "cards_per_node",
+    "instances_per_node",
+    "tpot_slo_ms",
+    "percentile",
+    "think_time_s",
+    "source",
+    "note",
+    "e2e_slo_s",
+];
+
+/// Reads every `*.csv` directly in `dir` (sorted by name). A missing folder has no points.
+pub fn load_capacity_dir(dir: &Path, catalog: &Catalog) -> Result<Vec<CapacityPoint>, InputError> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let entries = std::fs::read_dir(dir).map_err(|err| {
+        InputError::file(dir.display().to_string(), format!("cannot list: {err}"))
+    })?;
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.is_file() && path.extension().is_some_and(|ext| ext == "csv"))
+        .collect();
+    files.sort();
+    let mut points = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).map_err(|err| {
+            InputError::file(path.display().to_string(), format!("cannot read: {err}"))
+        })?;
+        points.extend(parse_capacity_csv(
+            &text,
+            &path.display().to_string(),
+            catalog,
+        )?);
+    }
+    Ok(points)
+}
+
+/// Parses one capacity table; `location` names the file in errors and in each point's origin.
+pub fn parse_capacity_csv(
+    text: &str,
+    location: &str,
+    catalog: &Catalog,
+) -> Result<Vec<CapacityPoint>, InputError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .map_err(|err| InputError::file(format!("{location}:1"), err.to_string()))?
+        .clone();
+    for header in headers.iter() {
+        if !REQUIRED.contains(&header) && !OPTIONAL.contains(&header) {
+            return Err(InputError::file(
+                format!("{location}:1"),
+                format!(
+                    "unknown column '{header}'; capacity tables have {} (required) and {}",
+                    REQUIRED.join(", "),
+                    OPTIONAL.join(", ")
+                ),
+            ));
+        }
+    }
+    for required in REQUIRED {
+        if !headers.iter().any(|h| h == required) {
+            return Err(InputError::file(
+                format!("{location}:1"),
+                format!(
+                    "missing column '{required}' (required: {})",
+                    REQUIRED.join(", ")
+                ),
+            ));
+        }
+    }
+    let column = |name: &str| headers.iter().position(|h| h == name);
+
+    let mut points = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|err| {
+            let line = err.position().map_or(0, |p| p.line());
+            InputError::file(format!("{location}:{line}"), err.to_string())
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        let here = format!("{location}:{line}");
+        let cell = |name: &str| -> &str { column(name).and_then(|i| record.get(i)).unwrap_or("") };
+        let bad = |message: String| InputError::file(here.clone(), message);
+
+        let model_name = cell("model");
+        let model = find(&catalog.models, model_name).ok_or_else(|| {
+            bad(format!(
+                "unknown model '{model_name}'{}",
+                suggestion(&catalog.models, model_name, "model")
+            ))
+        })?;
+        let card_name = cell("card");
+        let card = find(&catalog.cards, card_name).ok_or_else(|| {
+            bad(format!(
+                "unknown card '{card_name}'{}",
+                suggestion(&catalog.cards, card_name, "card")
+            ))
+        })?;
+
+        let number = |name: &str| -> Result<Option<f64>, InputError> {
+            let text = cell(name);
+            if text.is_empty() {
+                return Ok(None);
+            }
+            text.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .map(Some)
+                .ok_or_else(|| bad(format!("{name} '{text}' must be a number above 0")))
+        };
+        let count = |name: &str| -> Result<Option<u32>, InputError> {
+            let text = cell(name);
+            if text.is_empty() {
+                return Ok(None);
+            }
+            text.parse::<u32>()
+                .ok()
+                .filter(|v| *v > 0)
+                .map(Some)
+                .ok_or_else(|| bad(format!("{name} '{text}' must be a whole number above 0")))
+        };
+        let required_number = |name: &str| -> Result<f64, InputError> {
+            number(name)?.ok_or_else(|| bad(format!("{name} is empty; it is required")))
+        };
+
+        let tp = count("tp")?.ok_or_else(|| bad("tp is empty; it is required".into()))?;
+        let users_per_instance = required_number("users_per_instance")?;
+        let ttft_s = required_number("ttft_slo_s")?;
+        let tpot_s = number("tpot_slo_ms")?.map(|ms| ms / 1e3);
+        let cards_per_node = count("cards_per_node")?;
+        let instances_per_node = count("instances_per_node")?;
+        if let Some(cards) = cards_per_node {
+            let instances = instances_per_node.unwrap_or(1);
+            if instances * tp > cards {
+                return Err(bad(format!(
+                    "{instances} instances of tp {tp} need {} cards, more than cards_per_node {cards}",
+                    instances * tp
+                )));
+            }
+        }
+        if let Some(memory) = number("card_memory_gib")? {
+            if (memory - card.memory_gib).abs() > 0.5 {
+                return Err(bad(format!(
+                    "card_memory_gib {memory} disagrees with {} in the catalog ({} GiB); \
+                     name the card variant that was measured",
+                    card.name, card.memory_gib
+                )));
+            }
+        }
+        let percentile = match cell("percentile") {
+            "" => Percentile::Mean,
+            text => text
+                .parse()
+                .map_err(|err: InputError| bad(err.to_string()))?,
+        };
+        let think_time = ThinkTime::parse_table_seconds(cell("think_time_s")).map_err(bad)?;
+        let source = match cell("source").to_ascii_lowercase().as_str() {
+            "" | "measured" => PointSource::Measured,
+            "imported" => PointSource::Imported,
+            "predicted" => PointSource::Predicted,
+            other => {
+                return Err(bad(format!(
+                    "source '{other}' must be measured, imported or predicted"
+                )))
+            }
+        };
+        let interconnect = match cell("interconnect") {
+            "" => card.interconnect.clone(),
+            text => text.to_ascii_lowercase(),
+        };
+
+        points.push(CapacityPoint {
+            model: model.name.clone(),
+            card: card.name.clone(),
+            interconnect,
+            cards_per_node,
+            instances_per_node,
+            tp,
+            users_per_instance,
+            slo: Slo {
+                ttft_s,
+                tpot_s,
+                percentile,
+            },
+            think_time,
+            source,
+            note: cell("note").to_string(),
+            origin: here,
+        });
+    }
+    Ok(points)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog() -> Catalog {
+        Catalog::shipped().unwrap()
+    }
+
+    const HEADER: &str =
+        "model,card,tp,users_per_instance,ttft_slo_s,tpot_slo_ms,percentile,think_time_s,source\n";
+
+    #[test]
+    fn reads_rows_and_resolves_aliases() {
+        let text = format!("{HEADER}LLaMA-13B,A100-40G,4,450,3.15,100,mean,1-3,imported\n");
+        let points = parse_capacity_csv(&text, "t.csv", &catalog()).unwrap();
+        assert_eq!(points.len(), 1);
+        let point = &points[0];
+        assert_eq!(point.model, "llama-13b");
+        assert_eq!(point.card, "A100-40G-SXM");
+        assert_eq!(point.tpot_s_or_zero(), 0.1);
+        assert_eq!(point.think_time.mean_s(), 2.0);
+        assert_eq!(point.source, PointSource::Imported);
+        assert_eq!(point.origin, "t.csv:2");
+    }
+
+    #[test]
+    fn errors_name_file_line_and_value() {
+        let cases = [
+            (
+                "llama-13b,A3O,4,45,3.15,100,mean,0,measured\n",
+                "t.csv:2",
+                "A30",
+            ),
+            (
+                "llama-13b,A30,4,-45,3.15,100,mean,0,measured\n",
+                "t.csv:2",
+                "-45",
+            ),
+            (
+                "llama-13b,A30,4,45,3.15,100,p1000,0,measured\n",
+                "t.csv:2",
+                "p1000",
+            ),
+            (
+                "llama-13b,A30,4,45,3.15,100,mean,0,guessed\n",
+                "t.csv:2",
+                "guessed",
+            ),
+            ("llama-13b,A30,4,45\n", "t.csv:2", "fields"),
+        ];
+        for (row, location, mentions) in cases {
+            let text = format!("{HEADER}{row}");
+            let err = parse_capacity_csv(&text, "t.csv", &catalog())
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(location), "{err}");
+            assert!(err.contains(mentions), "{err}");
+        }
+        let err = parse_capacity_csv("model,card,tp,usres\n", "t.csv", &catalog())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("t.csv:1") && err.contains("usres"), "{err}");
+    }
+
+    impl CapacityPoint {
+        fn tpot_s_or_zero(&self) -> f64 {
+            self.slo.tpot_s.unwrap_or(0.0)
+        }
+    }
+}

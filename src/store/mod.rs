@@ -1,0 +1,5 @@
+//! What has been measured or imported, on disk under `measurements/`.
+
+pub mod capacity;
+
+pub use capacity::{load_capacity_dir, parse_capacity_csv, CapacityPoint, PointSource};

@@ -1,0 +1,173 @@
+//! Bad input: exit code 2 and one message that names the value, file or line and what is valid.
+
+mod common;
+
+use common::{capplan, capplan_in, scratch};
+
+fn assert_input_error(run: &common::Run, mentions: &[&str]) {
+    assert_eq!(
+        run.code, 2,
+        "exit code 2 for bad input; stderr: {}",
+        run.stderr
+    );
+    for text in mentions {
+        assert!(
+            run.stderr.contains(text),
+            "stderr mentions {text:?}: {}",
+            run.stderr
+        );
+    }
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
+
+const SLO: [&str; 6] = ["--ttft", "3.15s", "--tpot", "100ms", "--percentile", "mean"];
+
+fn solve(extra: &[&str]) -> common::Run {
+    let mut args = vec!["solve"];
+    args.extend(SLO);
+    args.extend(extra);
+    capplan(&args)
+}
+
+#[test]
+fn unknown_card_suggests_the_nearest() {
+    assert_input_error(
+        &solve(&["--users", "100", "--cards", "A3O"]),
+        &["A3O", "A30"],
+    );
+    assert_input_error(
+        &solve(&["--users", "100", "--cards", "H1OO-SXM"]),
+        &["H1OO-SXM", "H100-SXM"],
+    );
+}
+
+#[test]
+fn unknown_model_suggests_the_nearest() {
+    assert_input_error(
+        &solve(&["--users", "100", "--model", "llama-13"]),
+        &["llama-13", "llama-13b"],
+    );
+    let run = capplan(&["hardware", "show", "qwen2.5-72"]);
+    assert_input_error(&run, &["qwen2.5-72", "qwen2.5-72b"]);
+}
+
+#[test]
+fn zero_or_negative_users() {
+    assert_input_error(&solve(&["--users", "0"]), &["'0'", "above 0"]);
+    assert_input_error(&solve(&["--users", "-5"]), &["'-5'", "above 0"]);
+    assert_input_error(&solve(&["--users", "many"]), &["'many'"]);
+}
+
+#[test]
+fn unparseable_duration() {
+    let run = capplan(&["solve", "--users", "100", "--ttft", "3x"]);
+    assert_input_error(&run, &["3x", "ms"]);
+    let run = capplan(&["solve", "--users", "100", "--ttft", "3"]);
+    assert_input_error(&run, &["no unit", "3s"]);
+    let run = capplan(&["solve", "--users", "100", "--ttft", "0s"]);
+    assert_input_error(&run, &["above zero"]);
+}
+
+#[test]
+fn malformed_catalog_toml_names_file_and_line() {
+    let dir = scratch("bad-toml");
+    std::fs::write(
+        dir.join("cards.toml"),
+        "[[card]]\nname = \"X1\"\nvendor = \"x\"\nmemory_gib = eighty\n",
+    )
+    .unwrap();
+    let run = capplan(&[
+        "--hardware",
+        dir.to_str().unwrap(),
+        "hardware",
+        "list",
+        "cards",
+    ]);
+    assert_input_error(&run, &["cards.toml:4"]);
+
+    std::fs::write(
+        dir.join("cards.toml"),
+        "[[card]]\nname = \"X1\"\nvendor = \"x\"\nmemory_gib = 80\nhbm_bandwidth_gbs = 1\n\
+         fp16_tflops = 1\ninterconnect = \"pcie\"\nlink_bandwidth_gbs = 64\npcie_gen = 4\ntdp_w = 300\n\
+         form_factor = \"pcie\"\nrelease_year = 2024\nsource = \"test\"\nmemroy = 1\n",
+    )
+    .unwrap();
+    let run = capplan(&[
+        "--hardware",
+        dir.to_str().unwrap(),
+        "hardware",
+        "list",
+        "cards",
+    ]);
+    assert_input_error(&run, &["cards.toml:14", "memroy"]);
+
+    std::fs::write(dir.join("cards.toml"), "").unwrap();
+    std::fs::write(
+        dir.join("nodes.toml"),
+        "[[node]]\nname = \"8xNope\"\ncard = \"A3O\"\ncards_per_node = 8\ninterconnect = \"pcie\"\n\
+         topology = \"pcie\"\nhost_power_w = 1000\nrack_units = 4\nsource = \"test\"\n",
+    )
+    .unwrap();
+    let run = capplan(&[
+        "--hardware",
+        dir.to_str().unwrap(),
+        "hardware",
+        "list",
+        "nodes",
+    ]);
+    assert_input_error(&run, &["nodes.toml:2", "A3O", "A30"]);
+}
+
+#[test]
+fn malformed_capacity_csv_names_file_and_line() {
+    let dir = scratch("bad-csv");
+    std::fs::write(
+        dir.join("points.csv"),
+        "model,card,tp,users_per_instance,ttft_slo_s,tpot_slo_ms,percentile\n\
+         llama-13b,A30,4,45,3.15,100,mean\n\
+         llama-13b,A30,4,forty,3.15,100,mean\n",
+    )
+    .unwrap();
+    let mut args = vec![
+        "--measurements",
+        dir.to_str().unwrap(),
+        "solve",
+        "--users",
+        "100",
+    ];
+    args.extend(SLO);
+    let run = capplan(&args);
+    assert_input_error(&run, &["points.csv:3", "users_per_instance", "forty"]);
+
+    std::fs::write(
+        dir.join("points.csv"),
+        "model,card,tp,users_per_instance,ttft_slo_s\nllama-13b,A30,4,45\n",
+    )
+    .unwrap();
+    let run = capplan(&args);
+    assert_input_error(&run, &["points.csv:2"]);
+}
+
+#[test]
+fn a_layout_that_does_not_fit_shows_the_numbers() {
+    // LLaMA-65B in fp16 needs ~130 GB of weights; 4 × A30 have 96 GiB.
+    let run = capplan(&[
+        "memory",
+        "--model",
+        "llama-65b",
+        "--card",
+        "A30",
+        "--tp",
+        "4",
+    ]);
+    assert_input_error(&run, &["does not fit", "130", "96 GiB"]);
+}
+
+#[test]
+fn a_missing_hardware_folder_is_named() {
+    let run = capplan_in(
+        env!("CARGO_MANIFEST_DIR").into(),
+        &["--hardware", "no/such/folder", "hardware", "list"],
+    );
+    assert_input_error(&run, &["no/such/folder"]);
+}

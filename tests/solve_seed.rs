@@ -1,0 +1,262 @@
+//! The planner against the published seed capacity table: the node counts must be the ceilings.
+
+mod common;
+
+use common::{capplan, json};
+use serde_json::Value;
+
+const SEED_SOLVE: [&str; 11] = [
+    "solve",
+    "--users",
+    "10000",
+    "--ttft",
+    "3.15s",
+    "--tpot",
+    "100ms",
+    "--percentile",
+    "mean",
+    "--format",
+    "json",
+];
+
+fn plan<'a>(report: &'a Value, model: &str, node: &str) -> &'a Value {
+    report["plans"]
+        .as_array()
+        .expect("plans array")
+        .iter()
+        .find(|p| p["model"] == model && p["node"] == node)
+        .unwrap_or_else(|| panic!("no plan for {model} on {node}"))
+}
+
+#[test]
+fn seed_table_gives_the_ceilings() {
+    let run = capplan(&SEED_SOLVE);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    // (model, node, nodes, split): 10000 users / users per node, rounded up.
+    let expected = [
+        ("llama-13b", "8xA30-PCIe", 112, "2×TP4"),
+        ("llama-13b", "4xA40-PCIe", 36, "2×TP2"),
+        ("llama-13b", "8xV100-32G-SXM2", 32, "1×TP8"),
+        ("llama-13b", "8xA100-40G-SXM", 12, "2×TP4"),
+        ("llama-65b", "8xA30-PCIe", 1000, "1×TP8"),
+        ("llama-65b", "4xA40-PCIe", 1000, "1×TP4"),
+        ("llama-65b", "8xV100-32G-SXM2", 112, "1×TP8"),
+        ("llama-65b", "8xA100-40G-SXM", 56, "1×TP8"),
+        ("llama-2-70b", "8xV100-32G-SXM2", 223, "1×TP8"),
+        ("llama-2-70b", "8xA100-40G-SXM", 223, "1×TP8"),
+        ("llama-2-70b", "8xA40-PCIe", 56, "2×TP4"),
+    ];
+    for (model, node, nodes, split) in expected {
+        let p = plan(&report, model, node);
+        assert_eq!(p["nodes"], nodes, "{model} on {node}: {p}");
+        assert_eq!(p["split"]["label"], split, "{model} on {node}");
+        assert_eq!(p["source"], "imported");
+        assert!(p["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("llm-perf-plan--capacity.csv:"));
+        let cards = p["cards_per_node"].as_u64().unwrap() * nodes;
+        assert_eq!(p["cards"], cards);
+    }
+}
+
+#[test]
+fn two_tp4_beats_one_tp8_on_a100_40g() {
+    let report = json(&capplan(&SEED_SOLVE));
+    let p = plan(&report, "llama-13b", "8xA100-40G-SXM");
+    let splits = p["splits"].as_array().unwrap();
+    let tp8 = splits
+        .iter()
+        .find(|s| s["split"]["label"] == "1×TP8")
+        .unwrap();
+    // 700 users per node → ⌈10000/700⌉ = 15 nodes, against 12 for 2×TP4 (900 per node).
+    assert_eq!(tp8["nodes"], 15);
+    assert_eq!(p["users_per_node"], 900.0);
+    let tp1 = splits
+        .iter()
+        .find(|s| s["split"]["label"] == "8×TP1")
+        .unwrap();
+    assert_eq!(
+        tp1["status"], "no capacity point",
+        "13B fits one 40 GiB card, unmeasured"
+    );
+
+    let a30 = plan(&report, "llama-13b", "8xA30-PCIe");
+    let a30_tp1 = a30["splits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["split"]["label"] == "8×TP1")
+        .unwrap();
+    // 26 GB of fp16 weights against 0.9 × 24 GiB = 21.6 GiB usable.
+    assert_eq!(a30_tp1["status"], "does not fit");
+    assert!(a30_tp1["reason"].as_str().unwrap().contains("26.0 GB"));
+}
+
+#[test]
+fn headroom_and_spares_are_added() {
+    let mut args = SEED_SOLVE.to_vec();
+    args.extend(["--headroom", "0.2", "--spares", "1", "--model", "llama-13b"]);
+    let report = json(&capplan(&args));
+    // ⌈10000 × 1.2 / 90⌉ + 1 = 134 + 1.
+    assert_eq!(plan(&report, "llama-13b", "8xA30-PCIe")["nodes"], 135);
+    assert!(report["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["model"] == "llama-13b"));
+}
+
+#[test]
+fn a_stricter_slo_is_not_proved_by_the_seed() {
+    let run = capplan(&[
+        "solve",
+        "--users",
+        "10000",
+        "--ttft",
+        "3s",
+        "--tpot",
+        "100ms",
+        "--percentile",
+        "mean",
+    ]);
+    assert_eq!(run.code, 1, "no plan is not success");
+    assert!(
+        run.stdout.contains("does not prove TTFT ≤ 3 s"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("No plan"), "{}", run.stdout);
+}
+
+#[test]
+fn the_mean_does_not_prove_a_percentile() {
+    let run = capplan(&[
+        "solve",
+        "--users",
+        "10000",
+        "--ttft",
+        "3.15s",
+        "--tpot",
+        "100ms",
+        "--percentile",
+        "p90",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 1);
+    let report = json(&run);
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(
+        skipped.len(),
+        12,
+        "every seed point is skipped, and said so"
+    );
+    assert!(skipped[0]["reason"].as_str().unwrap().contains("mean"));
+}
+
+#[test]
+fn think_time_must_match_the_points() {
+    let base = [
+        "solve",
+        "--users",
+        "10000",
+        "--ttft",
+        "3.15s",
+        "--tpot",
+        "100ms",
+        "--percentile",
+        "mean",
+        "--model",
+        "llama-13b",
+    ];
+    let mut same = base.to_vec();
+    same.extend(["--think-time", "2s", "--format", "json"]);
+    let run = capplan(&same);
+    assert_eq!(run.code, 0, "the seed's 1–3 s pauses have a 2 s mean");
+    assert_eq!(plan(&json(&run), "llama-13b", "8xA30-PCIe")["nodes"], 112);
+
+    let mut none = base.to_vec();
+    none.extend(["--think-time", "0s"]);
+    let run = capplan(&none);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("think time"), "{}", run.stdout);
+}
+
+#[test]
+fn a_request_rate_says_what_is_missing() {
+    let run = capplan(&[
+        "solve",
+        "--rps",
+        "50",
+        "--ttft",
+        "3.15s",
+        "--tpot",
+        "100ms",
+        "--percentile",
+        "mean",
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("E2E latency"), "{}", run.stdout);
+}
+
+#[test]
+fn human_formats_carry_the_same_plan() {
+    for format in ["table", "markdown", "csv"] {
+        let mut args = SEED_SOLVE[..9].to_vec();
+        args.extend(["--format", format, "--model", "llama-13b"]);
+        let run = capplan(&args);
+        assert_eq!(run.code, 0, "{format}: {}", run.stderr);
+        let a30 = run
+            .stdout
+            .lines()
+            .find(|line| line.contains("8xA30-PCIe"))
+            .unwrap_or_else(|| panic!("{format} has the A30 row:\n{}", run.stdout));
+        assert!(
+            a30.contains("112") && a30.contains("2×TP4"),
+            "{format}: {a30}"
+        );
+    }
+    let csv = capplan(&[
+        "solve",
+        "--users",
+        "10000",
+        "--ttft",
+        "3.15s",
+        "--tpot",
+        "100ms",
+        "--percentile",
+        "mean",
+        "--format",
+        "csv",
+    ]);
+    let mut reader = csv::Reader::from_reader(csv.stdout.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    assert!(headers.iter().any(|h| h == "nodes"));
+    assert!(reader.records().count() >= 11);
+}
+
+#[test]
+fn json_carries_every_table_field() {
+    let report = json(&capplan(&SEED_SOLVE));
+    for p in report["plans"].as_array().unwrap() {
+        for key in [
+            "model",
+            "rank",
+            "card",
+            "node",
+            "split",
+            "users_per_instance",
+            "users_per_node",
+            "nodes",
+            "cards",
+            "capex_usd",
+            "source",
+            "evidence",
+        ] {
+            assert!(p.get(key).is_some(), "plan lacks {key}: {p}");
+        }
+    }
+    assert_eq!(report["request"]["demand"]["users"], 10000);
+}
