@@ -60,7 +60,7 @@ fn main() {
     for _ in 0..50 {
         let start = Instant::now();
         let catalog = Catalog::shipped().expect("built-in catalog");
-        let report = solve(&catalog, &points, &request).expect("solve");
+        let report = solve(&catalog, &points, &request, None).expect("solve");
         times.push(start.elapsed().as_secs_f64() * 1e3);
         plans = report.plans.len();
     }

@@ -8,8 +8,10 @@ use capplan::catalog::{Dtype, MemoryOptions};
 use capplan::plan::{Demand, SolveRequest};
 use capplan::report::hardware::Section;
 use capplan::report::Format;
+use capplan::sim::capacity::SimPredictor;
+use capplan::sim::predict::PredictRequest;
 use capplan::slo::{parse_positive_seconds, Percentile, Slo};
-use capplan::workload::ThinkTime;
+use capplan::workload::{ThinkTime, TokenLengths, Workload};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +47,61 @@ pub enum Command {
     Hardware(HardwareCommand),
     /// Whether a model fits on TP cards, and how much KV cache is left
     Memory(MemoryArgs),
+    /// Predict C* and the latency curve of a layout with the simulated engine (virtual time)
+    Predict(PredictArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub card: String,
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Node shape whose link the instance uses [default: the card's own link]
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Instances per node, to print users per node
+    #[arg(long, default_value_t = 1)]
+    pub instances_per_node: u32,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Think time between a response and the user's next request: 0s, 2s, 1s..3s, exp:2s
+    #[arg(long, default_value = "0s", value_parser = parse_think_time, value_name = "DUR")]
+    pub think_time: ThinkTime,
+    #[command(flatten)]
+    pub slo: SloArgs,
+    /// Highest concurrency the search tries
+    #[arg(long, default_value_t = 4096)]
+    pub max_concurrency: u32,
+    /// Seed of the simulated request lengths and think times
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub engine: EngineFlags,
+    #[command(flatten)]
+    pub memory: MemoryFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// Prompt tokens: 512, 100..1000 (uniform), normal:512,128[,MIN..MAX]
+    #[arg(long, default_value = "512", value_parser = parse_lengths, value_name = "D")]
+    pub input_tokens: TokenLengths,
+    /// Output tokens, same forms
+    #[arg(long, default_value = "256", value_parser = parse_lengths, value_name = "D")]
+    pub output_tokens: TokenLengths,
+}
+
+#[derive(Debug, Args)]
+pub struct EngineFlags {
+    /// Most sequences one instance runs at once (vLLM max_num_seqs)
+    #[arg(long, default_value_t = 256)]
+    pub max_running: usize,
+    /// Most tokens one engine step processes (vLLM max_num_batched_tokens)
+    #[arg(long, default_value_t = 2048)]
+    pub token_budget: u64,
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +138,14 @@ pub struct SolveArgs {
     /// Spare nodes per candidate (N+k)
     #[arg(long, default_value_t = 0)]
     pub spares: u32,
+
+    /// Use only measured and imported capacity; never predict
+    #[arg(long)]
+    pub no_predict: bool,
+
+    /// Workload of predicted rows (measured rows keep the workload they were measured with)
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
 
     #[command(flatten)]
     pub memory: MemoryFlags,
@@ -178,7 +243,63 @@ impl MemoryFlags {
     }
 }
 
+/// Without a TPOT limit a simulated instance packs users until its running cap, however slowly
+/// tokens then stream; predictions for `solve` therefore hold TPOT ≤ 100 ms (10 tokens/s, about
+/// reading speed) unless `--tpot` says otherwise. Measured rows keep the SLO they proved.
+pub const DEFAULT_PREDICTED_TPOT_S: f64 = 0.1;
+
+impl SloArgs {
+    pub fn slo(&self) -> Slo {
+        Slo {
+            ttft_s: self.ttft,
+            tpot_s: self.tpot,
+            percentile: self.percentile,
+        }
+    }
+}
+
+impl PredictArgs {
+    pub fn request(&self) -> PredictRequest {
+        let mut request = PredictRequest::new(
+            Workload {
+                input_tokens: self.workload.input_tokens.clone(),
+                output_tokens: self.workload.output_tokens.clone(),
+                think_time: self.think_time,
+            },
+            self.slo.slo(),
+        );
+        request.max_concurrency = self.max_concurrency;
+        request.seed = self.seed;
+        request.max_running = Some(self.engine.max_running);
+        request.token_budget = Some(self.engine.token_budget);
+        request
+    }
+}
+
 impl SolveArgs {
+    /// The predictor for rows nobody measured, unless `--no-predict`.
+    pub fn predictor(&self) -> Option<SimPredictor> {
+        (!self.no_predict).then(|| {
+            SimPredictor::new(
+                Workload {
+                    input_tokens: self.workload.input_tokens.clone(),
+                    output_tokens: self.workload.output_tokens.clone(),
+                    think_time: self.think_time.unwrap_or(ThinkTime::NONE),
+                },
+                self.prediction_slo(),
+                self.memory.options(),
+            )
+        })
+    }
+
+    /// The SLO predicted rows are held to: the one asked, with TPOT ≤ 100 ms added when no
+    /// TPOT limit was asked (see [`DEFAULT_PREDICTED_TPOT_S`]).
+    pub fn prediction_slo(&self) -> Slo {
+        let mut slo = self.slo.slo();
+        slo.tpot_s = slo.tpot_s.or(Some(DEFAULT_PREDICTED_TPOT_S));
+        slo
+    }
+
     pub fn request(&self) -> SolveRequest {
         let demand = match (self.users, self.rps) {
             (Some(users), _) => Demand::Users(users),
@@ -188,11 +309,7 @@ impl SolveArgs {
         };
         SolveRequest {
             demand,
-            slo: Slo {
-                ttft_s: self.slo.ttft,
-                tpot_s: self.slo.tpot,
-                percentile: self.slo.percentile,
-            },
+            slo: self.slo.slo(),
             think_time: self.think_time,
             models: self.model.clone(),
             cards: self.cards.clone(),
@@ -224,6 +341,11 @@ fn parse_limit(text: &str) -> Result<f64, String> {
 }
 
 fn parse_think_time(text: &str) -> Result<ThinkTime, String> {
+    text.parse()
+        .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_lengths(text: &str) -> Result<TokenLengths, String> {
     text.parse()
         .map_err(|err: capplan::InputError| err.to_string())
 }

@@ -9,7 +9,9 @@ pub mod catalog;
 pub mod error;
 pub mod plan;
 pub mod report;
+pub mod sim;
 pub mod slo;
+pub mod stats;
 pub mod store;
 pub mod workload;
 

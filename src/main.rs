@@ -11,6 +11,7 @@ use capplan::catalog::{memory_fit, Catalog};
 use capplan::report::hardware::{CatalogEntry, CatalogListing};
 use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
+use capplan::sim::predict::{predict, Calibration, Layout};
 use capplan::{plan, store};
 use cli::{folder_or_default, Cli, Command, HardwareCommand};
 
@@ -50,7 +51,15 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("reading capacity tables in {}", dir.display()))?,
                 None => Vec::new(),
             };
-            let report = plan::solve(&catalog, &points, &request)?;
+            let mut predictor = args.predictor();
+            let report = plan::solve(
+                &catalog,
+                &points,
+                &request,
+                predictor
+                    .as_mut()
+                    .map(|p| p as &mut dyn capplan::plan::predicted::CapacityPredictor),
+            )?;
             print(&report, cli)?;
             // No plan is not a crash, but a script must not mistake it for an answer.
             Ok(if report.has_plans() {
@@ -81,6 +90,39 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 )
             };
             print(&entry, cli)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Predict(args) => {
+            let model = catalog.model(&args.model)?;
+            let card = catalog.card(&args.card)?;
+            let interconnect = match &args.node {
+                Some(name) => {
+                    let node = catalog.node(name)?;
+                    if node.card != card.name {
+                        return Err(capplan::InputError::value(format!(
+                            "node '{}' holds {} cards, not {}",
+                            node.name, node.card, card.name
+                        ))
+                        .into());
+                    }
+                    node.interconnect.clone()
+                }
+                None => card.interconnect.clone(),
+            };
+            let layout = Layout {
+                model,
+                card,
+                interconnect: interconnect.clone(),
+                tp: args.tp,
+                memory: args.memory.options(),
+            };
+            let calibration = Calibration::for_card(card, &interconnect);
+            let mut prediction =
+                predict(&layout, &calibration, &args.request()).map_err(|rejected| {
+                    capplan::InputError::value(format!("cannot predict: {rejected}"))
+                })?;
+            prediction.instances_per_node = args.instances_per_node;
+            print(&prediction, cli)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Memory(args) => {

@@ -77,10 +77,11 @@ fn two_tp4_beats_one_tp8_on_a100_40g() {
         .iter()
         .find(|s| s["split"]["label"] == "8×TP1")
         .unwrap();
-    assert_eq!(
-        tp1["status"], "no capacity point",
-        "13B fits one 40 GiB card, unmeasured"
-    );
+    // 13B fits one 40 GiB card; nobody measured it, so it is predicted, and the imported
+    // 2×TP4 still wins: a prediction never overrides evidence for the same node shape.
+    assert_eq!(tp1["status"], "planned");
+    assert_eq!(tp1["source"], "predicted");
+    assert_eq!(p["source"], "imported");
 
     let a30 = plan(&report, "llama-13b", "8xA30-PCIe");
     let a30_tp1 = a30["splits"]
@@ -120,6 +121,7 @@ fn a_stricter_slo_is_not_proved_by_the_seed() {
         "100ms",
         "--percentile",
         "mean",
+        "--no-predict",
     ]);
     assert_eq!(run.code, 1, "no plan is not success");
     assert!(
@@ -144,6 +146,7 @@ fn the_mean_does_not_prove_a_percentile() {
         "p90",
         "--format",
         "json",
+        "--no-predict",
     ]);
     assert_eq!(run.code, 1);
     let report = json(&run);
@@ -178,7 +181,7 @@ fn think_time_must_match_the_points() {
     assert_eq!(plan(&json(&run), "llama-13b", "8xA30-PCIe")["nodes"], 112);
 
     let mut none = base.to_vec();
-    none.extend(["--think-time", "0s"]);
+    none.extend(["--think-time", "0s", "--no-predict"]);
     let run = capplan(&none);
     assert_eq!(run.code, 1);
     assert!(run.stdout.contains("think time"), "{}", run.stdout);
@@ -259,4 +262,50 @@ fn json_carries_every_table_field() {
         }
     }
     assert_eq!(report["request"]["demand"]["users"], 10000);
+}
+
+#[test]
+fn predictions_fill_gaps_but_never_override_evidence() {
+    let report = json(&capplan(&SEED_SOLVE));
+    // The seed's node shapes keep their imported answer...
+    assert_eq!(
+        plan(&report, "llama-13b", "8xA30-PCIe")["source"],
+        "imported"
+    );
+    // ...and node shapes nobody measured are predicted, and say so.
+    let h100 = plan(&report, "llama-13b", "8xH100-SXM");
+    assert_eq!(h100["source"], "predicted");
+    assert!(h100["evidence"].as_str().unwrap().contains("predicted"));
+    assert!(report["predictions"]
+        .as_str()
+        .unwrap()
+        .contains("uncalibrated"));
+}
+
+#[test]
+fn a_fresh_clone_plans_from_predictions() {
+    // Nothing measured proves TTFT ≤ 3 s: every row is predicted, with the defaults printed.
+    let run = capplan(&[
+        "solve", "--users", "10000", "--ttft", "3s", "--format", "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let plans = report["plans"].as_array().unwrap();
+    assert!(plans.len() > 20);
+    assert!(plans.iter().all(|p| p["source"] == "predicted"));
+    let assumptions = report["predictions"].as_str().unwrap();
+    for default in ["512 tokens in", "256 out", "TPOT ≤ 100 ms", "p90"] {
+        assert!(assumptions.contains(default), "{assumptions}");
+    }
+    let table = capplan(&[
+        "solve",
+        "--users",
+        "10000",
+        "--ttft",
+        "3s",
+        "--model",
+        "llama-3.1-8b",
+    ]);
+    assert_eq!(table.code, 0);
+    assert!(table.stdout.contains("predicted"));
 }

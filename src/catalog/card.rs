@@ -30,6 +30,22 @@ pub struct Card {
     pub form_factor: String,
     pub release_year: u32,
     pub source: String,
+    /// Performance-model efficiency factors for this card, where they differ from the defaults
+    /// (see `capplan::sim::perf::Efficiency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<EfficiencyOverrides>,
+}
+
+/// Efficiency factors a catalog entry may set; unset ones keep the performance model's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EfficiencyOverrides {
+    pub compute: Option<f64>,
+    pub memory: Option<f64>,
+    pub link: Option<f64>,
+    pub link_latency_us: Option<f64>,
+    pub step_overhead_ms: Option<f64>,
+    pub seq_overhead_ms: Option<f64>,
 }
 
 impl Card {

@@ -245,6 +245,7 @@ mod tests {
             form_factor: "pcie".into(),
             release_year: 2020,
             source: "test".into(),
+            efficiency: None,
         }
     }
 

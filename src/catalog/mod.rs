@@ -8,7 +8,7 @@ pub mod model;
 pub mod names;
 pub mod node;
 
-pub use card::Card;
+pub use card::{Card, EfficiencyOverrides};
 pub use dtype::Dtype;
 pub use memory::{memory_fit, MemoryFit, MemoryOptions};
 pub use model::Model;

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::demand::{nodes_needed, Demand};
 use super::evidence::{why_not_usable, SkippedPoint};
+use super::predicted::CapacityPredictor;
 use super::split::NodeSplit;
 use crate::catalog::memory::memory_fit;
 use crate::catalog::names::{find, suggestion};
@@ -54,6 +55,8 @@ pub struct NodePlan {
     pub evidence: String,
     pub evidence_slo: Slo,
     pub evidence_think_time: ThinkTime,
+    /// The capacity point's note (for predictions: what limited C*).
+    pub evidence_note: String,
     /// Node price × nodes, from the catalog's editable estimates.
     pub capex_usd: Option<f64>,
     /// 1 = best for this model.
@@ -75,6 +78,8 @@ pub struct SplitOutcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<PointSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
@@ -95,6 +100,8 @@ pub struct SolveReport {
     pub request: SolveRequest,
     /// How users are counted in this plan.
     pub users_meaning: String,
+    /// What predicted rows assume, when predictions were allowed.
+    pub predictions: Option<String>,
     pub plans: Vec<NodePlan>,
     pub skipped: Vec<SkippedPoint>,
     pub missing: Vec<MissingCapacity>,
@@ -113,9 +120,10 @@ pub fn solve(
     catalog: &Catalog,
     points: &[CapacityPoint],
     request: &SolveRequest,
+    mut predictor: Option<&mut dyn CapacityPredictor>,
 ) -> Result<SolveReport, InputError> {
     check_request(request)?;
-    let models = chosen_models(catalog, points, request)?;
+    let models = chosen_models(catalog, points, request, predictor.is_some())?;
     let nodes = chosen_nodes(catalog, request)?;
     let demand_users = match request.demand {
         Demand::Users(users) => users as f64,
@@ -154,6 +162,7 @@ pub fn solve(
                 request,
                 demand_users,
                 &mut skipped,
+                &mut predictor,
             ) {
                 Ok(plan) => model_plans.push(plan),
                 Err(gap) => missing.push(*gap),
@@ -164,7 +173,8 @@ pub fn solve(
     }
 
     let mut notes = Vec::new();
-    if points.is_empty() {
+    let predictions = predictor.as_ref().map(|p| p.assumptions());
+    if points.is_empty() && predictions.is_none() {
         notes.push(
             "no capacity points were found: put capacity tables (CSV) in measurements/ or pass \
              --measurements DIR"
@@ -186,6 +196,7 @@ pub fn solve(
     Ok(SolveReport {
         request: request.clone(),
         users_meaning,
+        predictions,
         plans,
         skipped,
         missing,
@@ -218,17 +229,25 @@ fn check_request(request: &SolveRequest) -> Result<(), InputError> {
     Ok(())
 }
 
+/// The model planned when nothing names one and nothing has been measured.
+pub const DEFAULT_MODEL: &str = "llama-3.1-8b";
+
 fn chosen_models<'a>(
     catalog: &'a Catalog,
     points: &[CapacityPoint],
     request: &SolveRequest,
+    predicting: bool,
 ) -> Result<Vec<&'a Model>, InputError> {
     if request.models.is_empty() {
-        return Ok(catalog
+        let measured: Vec<&Model> = catalog
             .models
             .iter()
             .filter(|model| points.iter().any(|p| p.model == model.name))
-            .collect());
+            .collect();
+        if measured.is_empty() && predicting {
+            return Ok(vec![catalog.model(DEFAULT_MODEL)?]);
+        }
+        return Ok(measured);
     }
     let mut models: Vec<&Model> = Vec::new();
     for name in &request.models {
@@ -281,6 +300,7 @@ fn chosen_nodes<'a>(
     Ok(nodes)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn plan_node(
     catalog: &Catalog,
     model: &Model,
@@ -289,6 +309,7 @@ fn plan_node(
     request: &SolveRequest,
     demand_users: f64,
     skipped: &mut Vec<SkippedPoint>,
+    predictor: &mut Option<&mut dyn CapacityPredictor>,
 ) -> Result<NodePlan, Box<MissingCapacity>> {
     let card = catalog
         .cards
@@ -296,7 +317,7 @@ fn plan_node(
         .find(|card| card.name == node.card)
         .expect("the catalog loader checks that every node's card exists");
     let mut outcomes = Vec::new();
-    let mut best: Option<(NodeSplit, &CapacityPoint, u64)> = None;
+    let mut best: Option<(NodeSplit, CapacityPoint, u64)> = None;
     let mut fitting = Vec::new();
     let mut first_rejection = None;
     for split in NodeSplit::all_for(node.cards_per_node) {
@@ -320,25 +341,41 @@ fn plan_node(
                 status: "does not fit".into(),
                 users_per_instance: None,
                 nodes: None,
+                source: None,
                 reason: Some(rejected.reason),
             });
             continue;
         }
         fitting.push(split);
-        let chosen = candidates.min_by(|a, b| {
-            a.source
-                .cmp(&b.source)
-                .then(b.users_per_instance.total_cmp(&a.users_per_instance))
-        });
-        let Some(point) = chosen else {
-            outcomes.push(SplitOutcome {
-                split,
-                status: "no capacity point".into(),
-                users_per_instance: None,
-                nodes: None,
-                reason: None,
-            });
-            continue;
+        let chosen = candidates
+            .min_by(|a, b| {
+                a.source
+                    .cmp(&b.source)
+                    .then(b.users_per_instance.total_cmp(&a.users_per_instance))
+            })
+            .cloned();
+        // Only where nothing measured or imported applies, and only for user counts: a
+        // prediction of users says nothing about a request rate without its latency.
+        let chosen = match (chosen, predictor.as_mut(), &request.demand) {
+            (Some(point), _, _) => Ok(point),
+            (None, Some(predictor), Demand::Users(_)) => {
+                predictor.predict(model, card, node, split.tp)
+            }
+            (None, _, _) => Err(String::new()),
+        };
+        let point = match chosen {
+            Ok(point) => point,
+            Err(reason) => {
+                outcomes.push(SplitOutcome {
+                    split,
+                    status: "no capacity point".into(),
+                    users_per_instance: None,
+                    nodes: None,
+                    source: None,
+                    reason: (!reason.is_empty()).then_some(reason),
+                });
+                continue;
+            }
         };
         let users_per_node = f64::from(split.instances) * point.users_per_instance;
         let nodes = nodes_needed(
@@ -352,14 +389,16 @@ fn plan_node(
             status: "planned".into(),
             users_per_instance: Some(point.users_per_instance),
             nodes: Some(nodes),
+            source: Some(point.source),
             reason: None,
         });
+        // Better evidence wins first (a prediction never overrides a measurement of the same
+        // node shape), then fewer nodes, then fewer instances (simpler to run).
         let better = match &best {
             None => true,
-            // Fewer nodes wins; on a tie, fewer instances are simpler to run.
-            Some((best_split, _, best_nodes)) => {
-                nodes < *best_nodes
-                    || (nodes == *best_nodes && split.instances < best_split.instances)
+            Some((best_split, best_point, best_nodes)) => {
+                (point.source, nodes, split.instances)
+                    < (best_point.source, *best_nodes, best_split.instances)
             }
         };
         if better {
@@ -412,6 +451,7 @@ fn plan_node(
         evidence: point.origin.clone(),
         evidence_slo: point.slo,
         evidence_think_time: point.think_time,
+        evidence_note: point.note.clone(),
         capex_usd: node.price_usd.map(|price| price * nodes as f64),
         rank: 0,
         best_for_card: false,

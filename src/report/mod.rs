@@ -8,6 +8,7 @@ pub mod csv;
 pub mod hardware;
 pub mod markdown;
 pub mod memory;
+pub mod predict;
 pub mod solve;
 pub mod terminal;
 

@@ -14,6 +14,12 @@ impl Report for SolveReport {
             request.spares
         )];
         heading.push(format!("Users: {}.", self.users_meaning));
+        if let Some(predictions) = &self.predictions {
+            heading.push(format!(
+                "Where nothing measured or imported applies, C* is predicted ({predictions}); \
+                 measured ≻ imported ≻ predicted on every node shape."
+            ));
+        }
         if let Demand::Users(_) = request.demand {
             heading.push(
                 "nodes = ⌈users × (1 + headroom) / (instances × C*)⌉ + spares; best first by the \
@@ -37,6 +43,7 @@ impl Report for SolveReport {
                 "cards",
                 "est. capex",
                 "source",
+                "think",
                 "evidence",
             ]
             .map(String::from)
@@ -56,6 +63,7 @@ impl Report for SolveReport {
                 plan.cards.to_string(),
                 plan.capex_usd.map(dollars).unwrap_or_else(|| "-".into()),
                 plan.source.to_string(),
+                plan.evidence_think_time.to_string(),
                 plan.evidence.clone(),
             ]);
         }

@@ -1,0 +1,124 @@
+//! How a prediction reads: the curve per concurrency and the C* line.
+
+use super::{count, Document, Report, Table};
+use crate::sim::predict::Prediction;
+use crate::slo::format_seconds;
+
+fn ms(seconds: f64) -> String {
+    if seconds.is_nan() {
+        "-".into()
+    } else {
+        format!("{:.0}", seconds * 1e3)
+    }
+}
+
+impl Report for Prediction {
+    fn document(&self) -> Document {
+        let heading = vec![
+            format!(
+                "Prediction: {} on {} × {} ({}, {}), {} · {}",
+                self.model,
+                self.tp,
+                self.card,
+                self.interconnect,
+                self.dtype,
+                self.workload,
+                self.slo.describe()
+            ),
+            format!(
+                "Engine: continuous batching, ≤ {} running, {} tokens per step, KV cache {} tokens; \
+                 efficiency: {} (compute {:.2}, memory {:.2}, link {:.2}, step overhead {} ms).",
+                self.engine.max_running,
+                self.engine.token_budget,
+                self.engine.kv_capacity,
+                self.calibration.name,
+                self.calibration.efficiency.compute,
+                self.calibration.efficiency.memory,
+                self.calibration.efficiency.link,
+                count(self.calibration.efficiency.step_overhead_ms),
+            ),
+        ];
+        let mut table = Table {
+            caption: Some("Latency in ms; percentiles interpolated on exact values".into()),
+            headers: [
+                "users",
+                "requests",
+                "TTFT mean",
+                "TTFT p50",
+                "TTFT p90",
+                "TTFT p99",
+                "TPOT mean",
+                "TPOT p50",
+                "TPOT p90",
+                "TPOT p99",
+                "E2E mean",
+                "E2E p90",
+                "E2E p99",
+                "out tok/s",
+                "req/s",
+                "batch",
+                "verdict",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+        };
+        for level in &self.curve {
+            let tpot = |pick: fn(&crate::stats::Summary) -> f64| {
+                level
+                    .tpot
+                    .as_ref()
+                    .map(|t| ms(pick(t)))
+                    .unwrap_or_else(|| "-".into())
+            };
+            table.rows.push(vec![
+                level.concurrency.to_string(),
+                level.requests.to_string(),
+                ms(level.ttft.mean),
+                ms(level.ttft.p50),
+                ms(level.ttft.p90),
+                ms(level.ttft.p99),
+                tpot(|s| s.mean),
+                tpot(|s| s.p50),
+                tpot(|s| s.p90),
+                tpot(|s| s.p99),
+                ms(level.e2e.mean),
+                ms(level.e2e.p90),
+                ms(level.e2e.p99),
+                format!("{:.0}", level.output_tokens_per_s),
+                format!("{:.2}", level.requests_per_s),
+                format!("{:.1}", level.mean_batch),
+                if level.pass {
+                    "pass".into()
+                } else {
+                    format!("fail: {}", level.failed.join("; "))
+                },
+            ]);
+        }
+        let bracket = match self.first_fail {
+            Some(fail) => format!("[{} pass, {} fail]", self.last_pass, fail),
+            None => format!("≥ {} (no fail found)", self.last_pass),
+        };
+        let notes = vec![
+            format!(
+                "C* = {} users per instance {bracket}; limit {}.",
+                self.c_star, self.limit
+            ),
+            format!(
+                "{} instance(s) per node → {} users per node.",
+                self.instances_per_node,
+                u64::from(self.instances_per_node) * u64::from(self.c_star)
+            ),
+            format!(
+                "Predicted in virtual time in {:.0} ms; the TTFT limit {} includes queueing.",
+                self.elapsed_ms,
+                format_seconds(self.slo.ttft_s)
+            ),
+        ];
+        Document {
+            heading,
+            tables: vec![table],
+            notes,
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The simulated engine: a performance model of one serving instance and a continuous-batching
+//! scheduler on top of it, run in virtual time (`predict`) or scaled real time (`serve`).
+
+pub mod capacity;
+pub mod engine;
+pub mod perf;
+pub mod predict;
+pub mod virtual_run;
+
+pub use perf::{Efficiency, PerfModel, StepTime, StepWork};

@@ -1,0 +1,370 @@
+//! How long one engine iteration takes on a layout: the performance model.
+//!
+//! An iteration (step) processes some tokens for some sequences: one token for each decoding
+//! sequence and a chunk of prompt for each prefilling one. Its time is
+//!
+//! ```text
+//! step = max(compute, memory) + all-reduce + overhead
+//! compute    = (2 × active params × tokens + 4 × layers × heads × head dim × attention pairs)
+//!              / (tp × peak FLOP/s × compute efficiency)
+//! memory     = (weight bytes read / tp + KV bytes read per card) / (HBM bandwidth × memory efficiency)
+//! all-reduce = 2 per layer when tp > 1, each 2·log2(tp) hop latencies
+//!              + 2(tp − 1)/tp × tokens × hidden × 2 bytes / (link bandwidth per direction × link efficiency)
+//! overhead   = per-step overhead + per-sequence overhead × sequences
+//! ```
+//!
+//! Decoding is memory-bound (every step reads all weights once, whatever the batch), prefill is
+//! compute-bound; the max() is where a batch crosses from one to the other. The link term is why
+//! TP over PCIe loses to TP over NVLink. Mixture-of-experts models read only the experts the
+//! step's tokens route to: 1 − (1 − k/E)^tokens of them in expectation.
+
+use serde::Serialize;
+
+use crate::catalog::{Card, Dtype, Model, Node};
+
+/// Fractions of peak a real engine reaches, and fixed costs. Defaults are typical of a
+/// well-tuned continuous-batching engine (vLLM / SGLang class) and are meant to be calibrated
+/// from measurements (`capplan calibrate`); every prediction says which values it used.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Efficiency {
+    /// Share of peak dense FLOP/s the matmuls reach. Default 0.5.
+    pub compute: f64,
+    /// Share of HBM bandwidth the weight and KV reads reach. Default 0.75.
+    pub memory: f64,
+    /// Share of link bandwidth an all-reduce reaches. Default 0.7.
+    pub link: f64,
+    /// Latency of one hop of an all-reduce, µs. Default by link: NVLink 3, Infinity Fabric 4,
+    /// HCCS 5, PCIe 10.
+    pub link_latency_us: f64,
+    /// Fixed cost of one iteration (scheduling, sampling launch, Python), ms. Default 2.
+    pub step_overhead_ms: f64,
+    /// Cost per sequence in an iteration (sampling, detokenizing, bookkeeping), ms.
+    /// Default 0.01.
+    pub seq_overhead_ms: f64,
+}
+
+impl Efficiency {
+    /// The defaults for a link kind, overridden by what the card's catalog entry sets.
+    pub fn for_card(card: &Card, interconnect: &str) -> Efficiency {
+        let mut eff = Efficiency {
+            compute: 0.5,
+            memory: 0.75,
+            link: 0.7,
+            link_latency_us: default_hop_latency_us(interconnect),
+            step_overhead_ms: 2.0,
+            seq_overhead_ms: 0.01,
+        };
+        if let Some(over) = &card.efficiency {
+            eff.compute = over.compute.unwrap_or(eff.compute);
+            eff.memory = over.memory.unwrap_or(eff.memory);
+            eff.link = over.link.unwrap_or(eff.link);
+            eff.link_latency_us = over.link_latency_us.unwrap_or(eff.link_latency_us);
+            eff.step_overhead_ms = over.step_overhead_ms.unwrap_or(eff.step_overhead_ms);
+            eff.seq_overhead_ms = over.seq_overhead_ms.unwrap_or(eff.seq_overhead_ms);
+        }
+        eff
+    }
+}
+
+/// One hop of an all-reduce over this kind of link, µs.
+pub fn default_hop_latency_us(interconnect: &str) -> f64 {
+    match interconnect {
+        "nvlink" => 3.0,
+        "infinity-fabric" => 4.0,
+        "hccs" => 5.0,
+        _ => 10.0,
+    }
+}
+
+/// The work of one iteration, summed over its sequences.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepWork {
+    /// Tokens processed (decode tokens + prompt-chunk tokens).
+    pub tokens: f64,
+    /// Sequences in the batch.
+    pub sequences: f64,
+    /// Query–key pairs attended over, summed over tokens (a decode token at context c attends
+    /// c + 1 positions; a prompt chunk of n tokens after o cached ones, n·o + n(n+1)/2).
+    pub attention_pairs: f64,
+    /// KV-cache positions read, summed over sequences.
+    pub kv_positions_read: f64,
+}
+
+impl StepWork {
+    pub fn add_decode(&mut self, sequences: f64, context_sum: f64) {
+        self.tokens += sequences;
+        self.sequences += sequences;
+        self.attention_pairs += context_sum + sequences;
+        self.kv_positions_read += context_sum + sequences;
+    }
+
+    pub fn add_prefill_chunk(&mut self, cached: f64, chunk: f64) {
+        self.tokens += chunk;
+        self.sequences += 1.0;
+        self.attention_pairs += chunk * cached + chunk * (chunk + 1.0) / 2.0;
+        self.kv_positions_read += cached + chunk;
+    }
+}
+
+/// Where one iteration's time goes, seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct StepTime {
+    pub compute: f64,
+    pub memory: f64,
+    pub communication: f64,
+    pub overhead: f64,
+    pub total: f64,
+}
+
+/// A layout reduced to the numbers the step-time formula needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerfModel {
+    pub tp: u32,
+    pub layers: f64,
+    pub hidden: f64,
+    pub attention_width: f64,
+    /// Parameters every token uses (all of a dense model; attention and shared parts of MoE).
+    pub shared_params: f64,
+    /// Parameters in all experts together (0 for dense models).
+    pub expert_params: f64,
+    pub experts: f64,
+    pub experts_per_token: f64,
+    pub active_params: f64,
+    pub weight_bytes_per_param: f64,
+    pub kv_bytes_per_position_per_card: f64,
+    /// Per card, FLOP/s and bytes/s.
+    pub peak_flops: f64,
+    pub hbm_bytes_per_s: f64,
+    /// Per card, one direction, bytes/s.
+    pub link_bytes_per_s: f64,
+    pub interconnect: String,
+    pub efficiency: Efficiency,
+}
+
+impl PerfModel {
+    /// The model of `model` on `tp` cards of `node`'s card, with weights in `dtype` and KV in
+    /// `kv_dtype`, using `efficiency`.
+    pub fn new(
+        model: &Model,
+        card: &Card,
+        node_interconnect: &str,
+        tp: u32,
+        dtype: Dtype,
+        kv_dtype: Dtype,
+        efficiency: Efficiency,
+    ) -> PerfModel {
+        let total = model.params();
+        let (shared, experts_total, experts, per_token) = match (
+            model.experts,
+            model.experts_per_token,
+            model.active_params_b,
+        ) {
+            (Some(e), Some(k), Some(active_b)) if e > k && k > 0 => {
+                let share = f64::from(k) / f64::from(e);
+                let expert_total = (total - active_b * 1e9) / (1.0 - share);
+                (
+                    total - expert_total,
+                    expert_total,
+                    f64::from(e),
+                    f64::from(k),
+                )
+            }
+            _ => (total, 0.0, 1.0, 1.0),
+        };
+        let active = shared + experts_total * per_token / experts;
+        let kv_heads_per_card = (model.kv_heads / tp.max(1)).max(1);
+        let peak_tflops = match dtype {
+            Dtype::Fp8 => card.fp8_tflops.unwrap_or(card.fp16_tflops),
+            Dtype::Fp32 => card.fp16_tflops / 2.0,
+            _ => card.fp16_tflops,
+        };
+        let link_gbs = if node_interconnect == card.interconnect || node_interconnect == "none" {
+            card.link_bandwidth_gbs
+        } else {
+            pcie_bidirectional_gbs(card.pcie_gen)
+        };
+        PerfModel {
+            tp,
+            layers: f64::from(model.layers),
+            hidden: f64::from(model.hidden_size),
+            attention_width: f64::from(model.heads * model.head_dim),
+            shared_params: shared,
+            expert_params: experts_total,
+            experts,
+            experts_per_token: per_token,
+            active_params: active,
+            weight_bytes_per_param: dtype.bytes(),
+            kv_bytes_per_position_per_card: 2.0
+                * f64::from(model.layers * kv_heads_per_card * model.head_dim)
+                * kv_dtype.bytes(),
+            peak_flops: peak_tflops * 1e12,
+            hbm_bytes_per_s: card.hbm_bandwidth_gbs * 1e9,
+            link_bytes_per_s: link_gbs * 1e9 / 2.0,
+            interconnect: node_interconnect.to_string(),
+            efficiency,
+        }
+    }
+
+    /// The model for a node shape: its link decides the all-reduce.
+    pub fn for_node(
+        model: &Model,
+        card: &Card,
+        node: &Node,
+        tp: u32,
+        dtype: Dtype,
+        kv_dtype: Dtype,
+        efficiency: Efficiency,
+    ) -> PerfModel {
+        PerfModel::new(
+            model,
+            card,
+            &node.interconnect,
+            tp,
+            dtype,
+            kv_dtype,
+            efficiency,
+        )
+    }
+
+    /// Weight bytes one iteration reads on each card.
+    fn weight_bytes_per_card(&self, tokens: f64) -> f64 {
+        let experts_read = if self.expert_params > 0.0 {
+            let untouched = (1.0 - self.experts_per_token / self.experts).powf(tokens.max(1.0));
+            self.expert_params * (1.0 - untouched)
+        } else {
+            0.0
+        };
+        (self.shared_params + experts_read) * self.weight_bytes_per_param / f64::from(self.tp)
+    }
+
+    pub fn step_time(&self, work: &StepWork) -> StepTime {
+        let eff = &self.efficiency;
+        let tp = f64::from(self.tp);
+        let flops = 2.0 * self.active_params * work.tokens
+            + 4.0 * self.layers * self.attention_width * work.attention_pairs;
+        let compute = flops / (tp * self.peak_flops * eff.compute);
+        let bytes = self.weight_bytes_per_card(work.tokens)
+            + self.kv_bytes_per_position_per_card * work.kv_positions_read;
+        let memory = bytes / (self.hbm_bytes_per_s * eff.memory);
+        let communication = if self.tp > 1 {
+            let message = work.tokens * self.hidden * 2.0;
+            let per_all_reduce = 2.0 * tp.log2() * eff.link_latency_us * 1e-6
+                + 2.0 * (tp - 1.0) / tp * message / (self.link_bytes_per_s * eff.link);
+            2.0 * self.layers * per_all_reduce
+        } else {
+            0.0
+        };
+        let overhead = (eff.step_overhead_ms + eff.seq_overhead_ms * work.sequences) * 1e-3;
+        StepTime {
+            compute,
+            memory,
+            communication,
+            overhead,
+            total: compute.max(memory) + communication + overhead,
+        }
+    }
+}
+
+/// PCIe x16 bandwidth, both directions, GB/s.
+pub fn pcie_bidirectional_gbs(generation: u32) -> f64 {
+    match generation {
+        0..=3 => 32.0,
+        4 => 64.0,
+        5 => 128.0,
+        _ => 256.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    fn a100_13b(tp: u32, interconnect: &str) -> PerfModel {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-13b").unwrap();
+        let card = catalog.card("A100-80G-SXM").unwrap();
+        let eff = Efficiency {
+            compute: 0.5,
+            memory: 0.8,
+            link: 0.5,
+            link_latency_us: 5.0,
+            step_overhead_ms: 2.0,
+            seq_overhead_ms: 0.01,
+        };
+        PerfModel::new(model, card, interconnect, tp, Dtype::Fp16, Dtype::Fp16, eff)
+    }
+
+    #[test]
+    fn decode_is_memory_bound_by_hand() {
+        // llama-13b: 13.02e9 params. One decode step of 1 sequence at context 999 on one
+        // A100-80G: weights 26.04e9 B + KV 1000 positions × 819_200 B = 26.8592e9 B;
+        // at 2039e9 B/s × 0.8 → 16.4659 ms. Compute: 2 × 13.02e9 + 4 × 40 × 5120 × 1000
+        // = 26.859e9 FLOP / (312e12 × 0.5) = 0.17217 ms. Overhead 2 + 0.01 ms.
+        let perf = a100_13b(1, "nvlink");
+        let mut work = StepWork::default();
+        work.add_decode(1.0, 999.0);
+        let t = perf.step_time(&work);
+        assert!(
+            (t.memory - 26.8592e9 / (2039e9 * 0.8)).abs() < 1e-9,
+            "{t:?}"
+        );
+        assert!(
+            (t.compute - 26.8592e9 / (312e12 * 0.5)).abs() < 1e-9,
+            "{t:?}"
+        );
+        assert_eq!(t.communication, 0.0);
+        assert!((t.overhead - 2.01e-3).abs() < 1e-12);
+        assert!((t.total - (t.memory + 2.01e-3)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn prefill_is_compute_bound_by_hand() {
+        // A 2048-token prompt: 2 × 13.02e9 × 2048 = 5.332992e13 FLOP for the matmuls, plus
+        // 4 × 40 × 5120 × (2048 × 2049 / 2) = 1.7190880e12 FLOP attention → 5.5048999e13
+        // / 156e12 FLOP/s = 352.878 ms, well above the 16.9 ms of memory traffic.
+        let perf = a100_13b(1, "nvlink");
+        let mut work = StepWork::default();
+        work.add_prefill_chunk(0.0, 2048.0);
+        let t = perf.step_time(&work);
+        let flops = 2.0 * 13.02e9 * 2048.0 + 4.0 * 40.0 * 5120.0 * (2048.0 * 2049.0 / 2.0);
+        assert!((t.compute - flops / 156e12).abs() < 1e-9);
+        assert!(t.compute > t.memory);
+        assert!((t.total - (t.compute + 2.01e-3)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn all_reduce_by_hand_and_pcie_costs_more() {
+        // TP4 over NVLink (600 GB/s both ways → 300e9 B/s per direction × 0.5 link efficiency):
+        // 64 decode tokens, message 64 × 5120 × 2 = 655_360 B;
+        // one all-reduce = 2·log2(4) × 5 µs + 2 × 3/4 × 655_360 / 150e9 = 20 µs + 6.5536 µs;
+        // 2 per layer × 40 layers → 2.124288 ms.
+        let nvlink = a100_13b(4, "nvlink");
+        let mut work = StepWork::default();
+        work.add_decode(64.0, 64.0 * 500.0);
+        let t = nvlink.step_time(&work);
+        assert!((t.communication - 80.0 * (20e-6 + 1.5 * 655_360.0 / 150e9)).abs() < 1e-12);
+        // The same cards on PCIe Gen4 (64 GB/s both ways): the bandwidth term is 9.4× larger.
+        let pcie = a100_13b(4, "pcie");
+        assert!(pcie.step_time(&work).communication > t.communication);
+        assert_eq!(pcie.link_bytes_per_s, 32e9);
+    }
+
+    #[test]
+    fn moe_reads_only_routed_experts() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("mixtral-8x7b").unwrap();
+        let card = catalog.card("H100-SXM").unwrap();
+        let eff = Efficiency::for_card(card, "nvlink");
+        let perf = PerfModel::new(model, card, "nvlink", 2, Dtype::Bf16, Dtype::Fp16, eff);
+        // 46.7 B total, 12.9 B active with 2 of 8 experts: experts hold (46.7 − 12.9)/0.75
+        // = 45.0667 B, shared 1.6333 B; active = 1.6333 + 45.0667/4 = 12.9 B.
+        assert!((perf.active_params - 12.9e9).abs() < 1e3);
+        // One token reads 2 of 8 experts' weights: shared + a quarter of the experts.
+        let one = perf.weight_bytes_per_card(1.0);
+        assert!((one - (1.6333333e9 + 45.0666667e9 * 0.25) * 2.0 / 2.0).abs() < 1e3);
+        // A big batch touches all of them.
+        let many = perf.weight_bytes_per_card(256.0);
+        assert!((many - 46.7e9).abs() < 1e6);
+    }
+}

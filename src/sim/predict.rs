@@ -1,0 +1,406 @@
+//! Predicting C* for a layout nobody measured: simulate closed-loop users at growing
+//! concurrency, in virtual time, until the SLO breaks; then bisect.
+//!
+//! The same seed drives every level (common random numbers), so the difference between two
+//! levels is the load, not the draw of request lengths.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::engine::{Engine, EngineConfig};
+use super::perf::{Efficiency, PerfModel};
+use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec};
+use crate::catalog::memory::{memory_fit, LayoutRejected};
+use crate::catalog::{Card, Dtype, MemoryFit, MemoryOptions, Model};
+use crate::slo::{format_seconds, Slo};
+use crate::stats::{statistic, Summary};
+use crate::workload::Workload;
+
+/// One serving instance to model: a model on `tp` cards linked by `interconnect`.
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    pub model: &'a Model,
+    pub card: &'a Card,
+    pub interconnect: String,
+    pub tp: u32,
+    pub memory: MemoryOptions,
+}
+
+/// Efficiency factors and where they came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Calibration {
+    /// `defaults`, `catalog`, or the calibration's name.
+    pub name: String,
+    pub efficiency: Efficiency,
+}
+
+impl Calibration {
+    /// The defaults, with whatever the card's catalog entry overrides.
+    pub fn for_card(card: &Card, interconnect: &str) -> Calibration {
+        Calibration {
+            name: if card.efficiency.is_some() {
+                format!("catalog efficiency for {}", card.name)
+            } else {
+                "defaults (uncalibrated)".into()
+            },
+            efficiency: Efficiency::for_card(card, interconnect),
+        }
+    }
+}
+
+/// How to search.
+#[derive(Debug, Clone, Serialize)]
+pub struct PredictRequest {
+    pub workload: Workload,
+    pub slo: Slo,
+    /// Highest concurrency tried.
+    pub max_concurrency: u32,
+    /// Stop bisecting when the bracket is narrower than this share of C* (or 1 user).
+    pub resolution: f64,
+    pub seed: u64,
+    pub max_running: Option<usize>,
+    pub token_budget: Option<u64>,
+}
+
+impl PredictRequest {
+    pub fn new(workload: Workload, slo: Slo) -> PredictRequest {
+        PredictRequest {
+            workload,
+            slo,
+            max_concurrency: 4096,
+            resolution: 0.02,
+            seed: 1,
+            max_running: None,
+            token_budget: None,
+        }
+    }
+}
+
+/// Latency and throughput at one concurrency.
+#[derive(Debug, Clone, Serialize)]
+pub struct LevelResult {
+    pub concurrency: u32,
+    pub requests: usize,
+    pub ttft: Summary,
+    pub tpot: Option<Summary>,
+    pub e2e: Summary,
+    pub output_tokens_per_s: f64,
+    pub requests_per_s: f64,
+    pub mean_batch: f64,
+    pub preemptions: u64,
+    pub pass: bool,
+    /// Which limits failed, with the figures.
+    pub failed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    pub model: String,
+    pub card: String,
+    pub tp: u32,
+    pub interconnect: String,
+    pub dtype: Dtype,
+    pub workload: Workload,
+    pub slo: Slo,
+    /// Most concurrent users one instance holds within the SLO (0: not even one).
+    pub c_star: u32,
+    /// [last pass, first fail]; no fail when the search reached `max_concurrency`.
+    pub last_pass: u32,
+    pub first_fail: Option<u32>,
+    /// Why the first failing level failed.
+    pub limit: String,
+    pub curve: Vec<LevelResult>,
+    pub calibration: Calibration,
+    pub engine: EngineConfig,
+    pub memory: MemoryFit,
+    /// Instances per node the caller plans (users per node = instances × C*).
+    pub instances_per_node: u32,
+    pub elapsed_ms: f64,
+}
+
+/// Sets up an engine for `layout`, or says why the layout cannot run.
+pub fn engine_for(
+    layout: &Layout,
+    calibration: &Calibration,
+    max_running: Option<usize>,
+    token_budget: Option<u64>,
+    track_tokens: bool,
+) -> Result<(Engine, MemoryFit), LayoutRejected> {
+    let fit = memory_fit(layout.model, layout.card, layout.tp, &layout.memory)?;
+    let perf = PerfModel::new(
+        layout.model,
+        layout.card,
+        &layout.interconnect,
+        layout.tp,
+        fit.dtype,
+        fit.kv_dtype,
+        calibration.efficiency,
+    );
+    let mut config = EngineConfig::new(fit.kv_tokens);
+    if let Some(cap) = max_running {
+        config.max_running = cap.max(1);
+    }
+    if let Some(budget) = token_budget {
+        config.token_budget = budget.max(1);
+    }
+    Ok((Engine::new(config, perf, track_tokens), fit))
+}
+
+/// Runs one closed-loop level and judges it against the SLO.
+pub fn evaluate_level(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    concurrency: u32,
+) -> Result<LevelResult, LayoutRejected> {
+    let (mut engine, _) = engine_for(
+        layout,
+        calibration,
+        request.max_running,
+        request.token_budget,
+        false,
+    )?;
+    let users = concurrency.max(1) as usize;
+    let spec = RunSpec {
+        arrivals: Arrivals::Closed {
+            users: concurrency.max(1),
+        },
+        workload: request.workload.clone(),
+        warmup_requests: users.max(10),
+        // Enough for a stable p90/p99 at small concurrency, about 3 rounds of every user at
+        // large, capped to keep a prediction well under a second.
+        measured_requests: (3 * users).clamp(300, 3000),
+        seed: request.seed,
+    };
+    let run = run_virtual(&mut engine, &spec);
+    Ok(judge(concurrency, &run, &request.slo))
+}
+
+fn judge(concurrency: u32, run: &RunResult, slo: &Slo) -> LevelResult {
+    let ttfts: Vec<f64> = run.requests.iter().map(|r| r.ttft()).collect();
+    let tpots: Vec<f64> = run.requests.iter().filter_map(|r| r.tpot()).collect();
+    let e2es: Vec<f64> = run.requests.iter().map(|r| r.e2e()).collect();
+    let empty = Summary {
+        n: 0,
+        mean: f64::NAN,
+        p50: f64::NAN,
+        p90: f64::NAN,
+        p95: f64::NAN,
+        p99: f64::NAN,
+    };
+    let mut failed = Vec::new();
+    let ttft_stat = statistic(&ttfts, slo.percentile);
+    if ttft_stat.is_nan() || ttft_stat > slo.ttft_s {
+        failed.push(format!(
+            "TTFT {} {} > {}",
+            slo.percentile,
+            format_seconds(ttft_stat),
+            format_seconds(slo.ttft_s)
+        ));
+    }
+    if let Some(limit) = slo.tpot_s {
+        let tpot_stat = statistic(&tpots, slo.percentile);
+        if !tpots.is_empty() && (tpot_stat.is_nan() || tpot_stat > limit) {
+            failed.push(format!(
+                "TPOT {} {} > {}",
+                slo.percentile,
+                format_seconds(tpot_stat),
+                format_seconds(limit)
+            ));
+        }
+    }
+    if run.requests.is_empty() {
+        failed.push("no request finished".into());
+    }
+    LevelResult {
+        concurrency,
+        requests: run.requests.len(),
+        ttft: Summary::of(&ttfts).unwrap_or(empty),
+        tpot: Summary::of(&tpots),
+        e2e: Summary::of(&e2es).unwrap_or(empty),
+        output_tokens_per_s: run.output_tokens_per_s(),
+        requests_per_s: run.requests_per_s(),
+        mean_batch: run.mean_batch,
+        preemptions: run.preemptions,
+        pass: failed.is_empty(),
+        failed,
+    }
+}
+
+/// Finds C* for `layout`: concurrency doubles from 1 until the SLO fails, then the bracket is
+/// bisected down to `resolution`.
+pub fn predict(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+) -> Result<Prediction, LayoutRejected> {
+    let started = Instant::now();
+    let (engine, memory) = engine_for(
+        layout,
+        calibration,
+        request.max_running,
+        request.token_budget,
+        false,
+    )?;
+    let longest = u64::from(request.workload.input_tokens.max())
+        + u64::from(request.workload.output_tokens.max());
+    if longest > memory.kv_tokens {
+        return Err(LayoutRejected {
+            reason: format!(
+                "the workload's longest request needs {longest} KV positions; {} on {} × {} holds {}",
+                layout.model.name, layout.tp, layout.card.name, memory.kv_tokens
+            ),
+        });
+    }
+    let engine_config = *engine.config();
+    drop(engine);
+
+    let mut levels: BTreeMap<u32, LevelResult> = BTreeMap::new();
+    let mut evaluate = |c: u32| -> Result<bool, LayoutRejected> {
+        let result = evaluate_level(layout, calibration, request, c)?;
+        let pass = result.pass;
+        levels.insert(c, result);
+        Ok(pass)
+    };
+
+    let max = request.max_concurrency.max(1);
+    let mut last_pass = 0;
+    let mut first_fail = None;
+    let mut c = 1;
+    loop {
+        if evaluate(c)? {
+            last_pass = c;
+            if c >= max {
+                break;
+            }
+            c = (c * 2).min(max);
+        } else {
+            first_fail = Some(c);
+            break;
+        }
+    }
+    if let Some(mut high) = first_fail {
+        let mut low = last_pass;
+        while low > 0 {
+            let width = ((request.resolution * f64::from(low)).floor() as u32).max(1);
+            if high - low <= width {
+                break;
+            }
+            let mid = low + (high - low) / 2;
+            if evaluate(mid)? {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        last_pass = low;
+        first_fail = Some(high);
+    }
+    let limit = match first_fail.and_then(|c| levels.get(&c)) {
+        Some(level) => format!(
+            "at {} users: {}",
+            level.concurrency,
+            level.failed.join("; ")
+        ),
+        None => format!("none found up to {max} users (raise --max-concurrency)"),
+    };
+    Ok(Prediction {
+        model: layout.model.name.clone(),
+        card: layout.card.name.clone(),
+        tp: layout.tp,
+        interconnect: layout.interconnect.clone(),
+        dtype: memory.dtype,
+        workload: request.workload.clone(),
+        slo: request.slo,
+        c_star: last_pass,
+        last_pass,
+        first_fail,
+        limit,
+        curve: levels.into_values().collect(),
+        calibration: calibration.clone(),
+        engine: engine_config,
+        memory,
+        instances_per_node: 1,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::slo::Percentile;
+    use crate::workload::{ThinkTime, TokenLengths};
+
+    fn request(ttft: f64, tpot: f64) -> PredictRequest {
+        PredictRequest::new(
+            Workload {
+                input_tokens: TokenLengths::Fixed { tokens: 512 },
+                output_tokens: TokenLengths::Fixed { tokens: 256 },
+                think_time: ThinkTime::NONE,
+            },
+            Slo {
+                ttft_s: ttft,
+                tpot_s: Some(tpot),
+                percentile: Percentile::P(90.0),
+            },
+        )
+    }
+
+    fn predict_on(card: &str, tp: u32, req: &PredictRequest) -> Prediction {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        let card = catalog.card(card).unwrap();
+        let layout = Layout {
+            model,
+            card,
+            interconnect: card.interconnect.clone(),
+            tp,
+            memory: MemoryOptions::default(),
+        };
+        predict(
+            &layout,
+            &Calibration::for_card(card, &card.interconnect),
+            req,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn c_star_sits_between_a_pass_and_a_fail() {
+        let p = predict_on("A100-80G-SXM", 1, &request(2.0, 0.05));
+        assert!(p.c_star >= 1);
+        let fail = p.first_fail.expect("a fail below 4096");
+        assert!(fail > p.c_star);
+        assert!(f64::from(fail - p.c_star) <= (0.02 * f64::from(p.c_star)).max(1.0));
+        let at = |c: u32| p.curve.iter().find(|l| l.concurrency == c).unwrap();
+        assert!(at(p.c_star).pass);
+        assert!(!at(fail).pass);
+        // Throughput grows with load until the knee.
+        assert!(at(p.c_star).output_tokens_per_s > at(1).output_tokens_per_s);
+    }
+
+    #[test]
+    fn a_looser_slo_and_a_faster_card_hold_more_users() {
+        let strict = predict_on("A100-80G-SXM", 1, &request(1.0, 0.03));
+        let loose = predict_on("A100-80G-SXM", 1, &request(3.0, 0.06));
+        assert!(
+            loose.c_star > strict.c_star,
+            "{} vs {}",
+            loose.c_star,
+            strict.c_star
+        );
+        let h100 = predict_on("H100-SXM", 1, &request(1.0, 0.03));
+        assert!(h100.c_star > strict.c_star);
+    }
+
+    #[test]
+    fn an_impossible_slo_gives_zero() {
+        // One 8B token stream on an L4 cannot do 1 ms per token.
+        let p = predict_on("L4", 1, &request(5.0, 0.001));
+        assert_eq!(p.c_star, 0);
+        assert!(p.limit.contains("TPOT"), "{}", p.limit);
+    }
+}

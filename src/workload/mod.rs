@@ -1,0 +1,41 @@
+//! The request mix: token lengths of prompts and outputs, and think time between requests.
+
+pub mod lengths;
+pub mod think;
+
+use std::fmt;
+
+use serde::Serialize;
+
+pub use lengths::TokenLengths;
+pub use think::ThinkTime;
+
+/// What users send: prompt and output lengths, and how long they pause between requests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    pub input_tokens: TokenLengths,
+    pub output_tokens: TokenLengths,
+    pub think_time: ThinkTime,
+}
+
+impl Workload {
+    /// The assumption when nobody says otherwise: a chat turn of 512 tokens in and 256 out,
+    /// users back to back (in-flight requests = users, the conservative reading).
+    pub fn default_chat() -> Workload {
+        Workload {
+            input_tokens: TokenLengths::Fixed { tokens: 512 },
+            output_tokens: TokenLengths::Fixed { tokens: 256 },
+            think_time: ThinkTime::NONE,
+        }
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} tokens in, {} out, think time {}",
+            self.input_tokens, self.output_tokens, self.think_time
+        )
+    }
+}
