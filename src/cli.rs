@@ -10,6 +10,7 @@ use capplan::report::hardware::Section;
 use capplan::report::Format;
 use capplan::sim::capacity::SimPredictor;
 use capplan::sim::predict::PredictRequest;
+use capplan::sim::serve::fault::FaultRule;
 use capplan::slo::{parse_positive_seconds, Percentile, Slo};
 use capplan::workload::{ThinkTime, TokenLengths, Workload};
 
@@ -49,6 +50,51 @@ pub enum Command {
     Memory(MemoryArgs),
     /// Predict C* and the latency curve of a layout with the simulated engine (virtual time)
     Predict(PredictArgs),
+    /// Serve the simulated engine over an OpenAI-compatible HTTP API (scaled real time)
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub card: String,
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Node shape whose link the instance uses [default: the card's own link]
+    #[arg(long)]
+    pub node: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// 0 picks a free port; the first line printed is the URL
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Run the engine F times faster than real time
+    #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
+    pub time_scale: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output length when a request sets no max_tokens (where the model would stop)
+    #[arg(long, default_value = "256", value_parser = parse_lengths, value_name = "D")]
+    pub output_tokens: TokenLengths,
+    /// Inject a fault into a share of requests: reset, http500, http429, stall, malformed,
+    /// error-in-stream or no-done, as KIND:FRACTION (repeatable)
+    #[arg(long, value_parser = parse_fault, value_name = "KIND:FRACTION")]
+    pub fault: Vec<FaultRule>,
+    /// How long a stalled stream stays silent before the server closes it
+    #[arg(long, default_value = "600s", value_parser = parse_limit, value_name = "DUR")]
+    pub stall_for: f64,
+    /// Write the server's record of every request (JSON lines) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Model name clients must send [default: the catalog name]
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineFlags,
+    #[command(flatten)]
+    pub memory: MemoryFlags,
 }
 
 #[derive(Debug, Args)]
@@ -348,6 +394,20 @@ fn parse_think_time(text: &str) -> Result<ThinkTime, String> {
 fn parse_lengths(text: &str) -> Result<TokenLengths, String> {
     text.parse()
         .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_fault(text: &str) -> Result<FaultRule, String> {
+    text.parse()
+        .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_scale(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
+        _ => Err(format!(
+            "time scale must be a number above 0 (e.g. 10), got '{text}'"
+        )),
+    }
 }
 
 fn parse_percentile(text: &str) -> Result<Percentile, String> {

@@ -11,7 +11,9 @@ use capplan::catalog::{memory_fit, Catalog};
 use capplan::report::hardware::{CatalogEntry, CatalogListing};
 use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
-use capplan::sim::predict::{predict, Calibration, Layout};
+use capplan::sim::predict::{engine_for, predict, Calibration, Layout};
+use capplan::sim::serve::fault::FaultPlan;
+use capplan::sim::serve::{serve, ServeConfig};
 use capplan::{plan, store};
 use cli::{folder_or_default, Cli, Command, HardwareCommand};
 
@@ -95,20 +97,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Predict(args) => {
             let model = catalog.model(&args.model)?;
             let card = catalog.card(&args.card)?;
-            let interconnect = match &args.node {
-                Some(name) => {
-                    let node = catalog.node(name)?;
-                    if node.card != card.name {
-                        return Err(capplan::InputError::value(format!(
-                            "node '{}' holds {} cards, not {}",
-                            node.name, node.card, card.name
-                        ))
-                        .into());
-                    }
-                    node.interconnect.clone()
-                }
-                None => card.interconnect.clone(),
-            };
+            let interconnect = link_of(&catalog, card, args.node.as_deref())?;
             let layout = Layout {
                 model,
                 card,
@@ -123,6 +112,58 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 })?;
             prediction.instances_per_node = args.instances_per_node;
             print(&prediction, cli)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            let model = catalog.model(&args.model)?;
+            let card = catalog.card(&args.card)?;
+            let interconnect = link_of(&catalog, card, args.node.as_deref())?;
+            let layout = Layout {
+                model,
+                card,
+                interconnect: interconnect.clone(),
+                tp: args.tp,
+                memory: args.memory.options(),
+            };
+            let calibration = Calibration::for_card(card, &interconnect);
+            let (engine, _) = engine_for(
+                &layout,
+                &calibration,
+                Some(args.engine.max_running),
+                Some(args.engine.token_budget),
+                true,
+            )
+            .map_err(|rejected| capplan::InputError::value(format!("cannot serve: {rejected}")))?;
+            let config = ServeConfig {
+                host: args.host.clone(),
+                port: args.port,
+                time_scale: args.time_scale,
+                seed: args.seed,
+                model_name: args
+                    .served_model_name
+                    .clone()
+                    .unwrap_or_else(|| model.name.clone()),
+                output_tokens: args.output_tokens.clone(),
+                faults: FaultPlan::new(args.fault.clone(), args.seed)?,
+                stall_for: std::time::Duration::from_secs_f64(args.stall_for),
+                log: args.log.clone(),
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(serve(
+                engine,
+                config,
+                |url| {
+                    use std::io::Write;
+                    println!("{url}");
+                    let _ = std::io::stdout().flush();
+                },
+                async {
+                    let _ = tokio::signal::ctrl_c().await;
+                },
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Memory(args) => {
@@ -141,6 +182,26 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+/// The link an instance uses: the named node shape's, or the card's own.
+fn link_of(
+    catalog: &Catalog,
+    card: &capplan::catalog::Card,
+    node: Option<&str>,
+) -> anyhow::Result<String> {
+    let Some(name) = node else {
+        return Ok(card.interconnect.clone());
+    };
+    let node = catalog.node(name)?;
+    if node.card != card.name {
+        return Err(capplan::InputError::value(format!(
+            "node '{}' holds {} cards, not {}",
+            node.name, node.card, card.name
+        ))
+        .into());
+    }
+    Ok(node.interconnect.clone())
 }
 
 fn nearest_any(catalog: &Catalog, name: &str) -> String {

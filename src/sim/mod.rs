@@ -5,6 +5,7 @@ pub mod capacity;
 pub mod engine;
 pub mod perf;
 pub mod predict;
+pub mod serve;
 pub mod virtual_run;
 
 pub use perf::{Efficiency, PerfModel, StepTime, StepWork};
