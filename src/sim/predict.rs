@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::engine::{Engine, EngineConfig};
 use super::perf::{Efficiency, PerfModel};
-use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec};
+use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
 use crate::catalog::memory::{memory_fit, LayoutRejected};
 use crate::catalog::{Card, Dtype, MemoryFit, MemoryOptions, Model};
 use crate::slo::{format_seconds, Slo};
@@ -173,6 +173,7 @@ pub fn evaluate_level(
         // large, capped to keep a prediction well under a second.
         measured_requests: (3 * users).clamp(300, 3000),
         seed: request.seed,
+        client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
     };
     let run = run_virtual(&mut engine, &spec);
     Ok(judge(concurrency, &run, &request.slo))

@@ -36,7 +36,15 @@ pub struct RunSpec {
     /// Requests measured: the ones arriving after the window opens.
     pub measured_requests: usize,
     pub seed: u64,
+    /// Seconds between a response's end and the same user's next request, on top of think
+    /// time: the client's turnaround. However small, it means the next request misses the
+    /// engine step that starts the moment the previous one finished, as with a real server.
+    pub client_turnaround_s: f64,
 }
+
+/// A client on the same network reads a response and sends the next request within about a
+/// millisecond.
+pub const DEFAULT_CLIENT_TURNAROUND_S: f64 = 1e-3;
 
 /// One measured request, times in seconds from the start of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -212,7 +220,8 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
             }
             if let Arrivals::Closed { .. } = spec.arrivals {
                 let think = spec.workload.think_time.sample(&mut rng);
-                sends.push(Reverse((to_ns(now + think), request.user)));
+                let next = now + think + spec.client_turnaround_s;
+                sends.push(Reverse((to_ns(next), request.user)));
             }
         }
     }
@@ -264,6 +273,7 @@ mod tests {
             warmup_requests: 20,
             measured_requests: 200,
             seed: 1,
+            client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
         }
     }
 

@@ -1,0 +1,101 @@
+//! Running the built `capplan` binary from the repository root, as a user would.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn capplan(args: &[&str]) -> Run {
+    capplan_in(env!("CARGO_MANIFEST_DIR").into(), args)
+}
+
+pub fn capplan_in(dir: PathBuf, args: &[&str]) -> Run {
+    let output: Output = Command::new(env!("CARGO_BIN_EXE_capplan"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the capplan binary runs");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+pub fn json(run: &Run) -> serde_json::Value {
+    serde_json::from_str(&run.stdout).unwrap_or_else(|err| {
+        panic!(
+            "stdout is not JSON ({err}):\n{}\n{}",
+            run.stdout, run.stderr
+        )
+    })
+}
+
+/// A fresh scratch folder for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("capplan-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
+}
+
+pub mod closed_loop;
+
+/// Starts `capplan serve` in-process on 127.0.0.1, port 0; returns its base URL. The server
+/// lives as long as the test's runtime.
+pub async fn start_server(
+    model: &str,
+    card: &str,
+    tp: u32,
+    time_scale: f64,
+    faults: Vec<capplan::sim::serve::fault::FaultRule>,
+    log: Option<PathBuf>,
+) -> String {
+    use capplan::catalog::{Catalog, MemoryOptions};
+    use capplan::sim::predict::{engine_for, Calibration, Layout};
+    use capplan::sim::serve::fault::FaultPlan;
+    use capplan::sim::serve::{serve, ServeConfig};
+
+    let catalog = Catalog::shipped().expect("catalog");
+    let model = catalog.model(model).expect("model");
+    let card = catalog.card(card).expect("card");
+    let layout = Layout {
+        model,
+        card,
+        interconnect: card.interconnect.clone(),
+        tp,
+        memory: MemoryOptions::default(),
+    };
+    let calibration = Calibration::for_card(card, &card.interconnect);
+    let (engine, _) = engine_for(&layout, &calibration, None, None, true).expect("layout fits");
+    let config = ServeConfig {
+        host: "127.0.0.1".into(),
+        port: 0,
+        time_scale,
+        seed: 1,
+        model_name: model.name.clone(),
+        output_tokens: capplan::workload::TokenLengths::Fixed { tokens: 64 },
+        faults: FaultPlan::new(faults, 1).expect("faults"),
+        stall_for: std::time::Duration::from_secs(3),
+        log,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _ = serve(
+            engine,
+            config,
+            move |url| {
+                let _ = tx.send(url);
+            },
+            std::future::pending(),
+        )
+        .await;
+    });
+    rx.await.expect("server started")
+}
