@@ -9,6 +9,7 @@ use capplan::plan::{Demand, SolveRequest};
 use capplan::report::hardware::Section;
 use capplan::report::Format;
 use capplan::sim::capacity::SimPredictor;
+use capplan::sim::engine::{Admission, EngineOptions};
 use capplan::sim::predict::PredictRequest;
 use capplan::sim::serve::fault::FaultRule;
 use capplan::slo::{parse_positive_seconds, Percentile, Slo};
@@ -148,6 +149,20 @@ pub struct EngineFlags {
     /// Most tokens one engine step processes (vLLM max_num_batched_tokens)
     #[arg(long, default_value_t = 2048)]
     pub token_budget: u64,
+    /// When waiting requests join a running batch: continuous (vLLM), delayed (TGI's defaults:
+    /// after 20 steps or when 1.2 × running are waiting) or delayed:STEPS,RATIO
+    #[arg(long, default_value = "continuous", value_parser = parse_admission)]
+    pub admission: Admission,
+}
+
+impl EngineFlags {
+    pub fn options(&self) -> EngineOptions {
+        EngineOptions {
+            max_running: self.max_running,
+            token_budget: self.token_budget,
+            admission: self.admission,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -316,8 +331,7 @@ impl PredictArgs {
         );
         request.max_concurrency = self.max_concurrency;
         request.seed = self.seed;
-        request.max_running = Some(self.engine.max_running);
-        request.token_budget = Some(self.engine.token_budget);
+        request.engine = self.engine.options();
         request
     }
 }
@@ -392,6 +406,11 @@ fn parse_think_time(text: &str) -> Result<ThinkTime, String> {
 }
 
 fn parse_lengths(text: &str) -> Result<TokenLengths, String> {
+    text.parse()
+        .map_err(|err: capplan::InputError| err.to_string())
+}
+
+fn parse_admission(text: &str) -> Result<Admission, String> {
     text.parse()
         .map_err(|err: capplan::InputError| err.to_string())
 }

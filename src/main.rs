@@ -126,14 +126,10 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 memory: args.memory.options(),
             };
             let calibration = Calibration::for_card(card, &interconnect);
-            let (engine, _) = engine_for(
-                &layout,
-                &calibration,
-                Some(args.engine.max_running),
-                Some(args.engine.token_budget),
-                true,
-            )
-            .map_err(|rejected| capplan::InputError::value(format!("cannot serve: {rejected}")))?;
+            let (engine, _) = engine_for(&layout, &calibration, &args.engine.options(), true)
+                .map_err(|rejected| {
+                    capplan::InputError::value(format!("cannot serve: {rejected}"))
+                })?;
             let config = ServeConfig {
                 host: args.host.clone(),
                 port: args.port,

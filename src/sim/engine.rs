@@ -18,22 +18,95 @@ use serde::Serialize;
 
 use super::perf::{PerfModel, StepTime, StepWork};
 
-/// Scheduler limits of one instance.
+/// When waiting requests may join a running batch.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct EngineConfig {
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Admission {
+    /// At every iteration (vLLM, SGLang).
+    Continuous,
+    /// As Hugging Face TGI's router: while a batch runs, new requests join only once
+    /// `max_waiting_steps` decode steps have passed since the last admission, or when at least
+    /// `waiting_served_ratio` × running requests are waiting (TGI defaults: 20 and 1.2). Their
+    /// TTFT then includes up to that many steps of waiting.
+    Delayed {
+        max_waiting_steps: u64,
+        waiting_served_ratio: f64,
+    },
+}
+
+impl std::str::FromStr for Admission {
+    type Err = crate::error::InputError;
+
+    /// `continuous`, `delayed` (TGI defaults) or `delayed:STEPS,RATIO`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || {
+            crate::error::InputError::value(format!(
+                "admission '{text}': use continuous, delayed, or delayed:STEPS,RATIO (e.g. delayed:20,1.2)"
+            ))
+        };
+        match text.trim() {
+            "continuous" => Ok(Admission::Continuous),
+            "delayed" | "tgi" => Ok(Admission::Delayed {
+                max_waiting_steps: 20,
+                waiting_served_ratio: 1.2,
+            }),
+            other => {
+                let spec = other.strip_prefix("delayed:").ok_or_else(invalid)?;
+                let (steps, ratio) = spec.split_once(',').ok_or_else(invalid)?;
+                let max_waiting_steps = steps.trim().parse().map_err(|_| invalid())?;
+                let waiting_served_ratio: f64 = ratio.trim().parse().map_err(|_| invalid())?;
+                if !(waiting_served_ratio.is_finite() && waiting_served_ratio >= 0.0) {
+                    return Err(invalid());
+                }
+                Ok(Admission::Delayed {
+                    max_waiting_steps,
+                    waiting_served_ratio,
+                })
+            }
+        }
+    }
+}
+
+/// Scheduler settings a user can choose (the KV capacity comes from the memory fit).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineOptions {
     /// Most sequences in flight (vLLM `max_num_seqs`). Default 256.
     pub max_running: usize,
     /// Most tokens one iteration processes (vLLM `max_num_batched_tokens`). Default 2048.
     pub token_budget: u64,
+    pub admission: Admission,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            max_running: 256,
+            token_budget: 2048,
+            admission: Admission::Continuous,
+        }
+    }
+}
+
+/// Scheduler limits of one instance.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineConfig {
+    pub max_running: usize,
+    pub token_budget: u64,
+    pub admission: Admission,
     /// KV-cache positions the instance holds (from the memory fit).
     pub kv_capacity: u64,
 }
 
 impl EngineConfig {
     pub fn new(kv_capacity: u64) -> EngineConfig {
+        EngineConfig::with(kv_capacity, &EngineOptions::default())
+    }
+
+    pub fn with(kv_capacity: u64, options: &EngineOptions) -> EngineConfig {
         EngineConfig {
-            max_running: 256,
-            token_budget: 2048,
+            max_running: options.max_running.max(1),
+            token_budget: options.token_budget.max(1),
+            admission: options.admission,
             kv_capacity,
         }
     }
@@ -100,6 +173,8 @@ pub struct StepOutcome {
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct EngineCounters {
     pub steps: u64,
+    /// Requests taken from the waiting queue (re-admissions after preemption included).
+    pub admitted: u64,
     pub prompt_tokens: u64,
     pub generated_tokens: u64,
     pub preemptions: u64,
@@ -139,6 +214,8 @@ pub struct Engine {
     prefill_kv: u64,
     step: u64,
     admissions: u64,
+    /// Iterations since waiting requests were last admitted (for delayed admission).
+    steps_since_admission: u64,
     counters: EngineCounters,
 }
 
@@ -157,6 +234,7 @@ impl Engine {
             prefill_kv: 0,
             step: 0,
             admissions: 0,
+            steps_since_admission: 0,
             counters: EngineCounters::default(),
         }
     }
@@ -264,7 +342,20 @@ impl Engine {
             .iter()
             .map(|p| p.pending.prompt - p.done)
             .sum();
-        while budget > 0 && self.running() < self.config.max_running {
+        let may_admit = match self.config.admission {
+            Admission::Continuous => true,
+            Admission::Delayed {
+                max_waiting_steps,
+                waiting_served_ratio,
+            } => {
+                let running = self.running();
+                running == 0
+                    || self.steps_since_admission >= max_waiting_steps
+                    || self.waiting.len() as f64 >= waiting_served_ratio * running as f64
+            }
+        };
+        let admitted_before = self.admissions_started();
+        while may_admit && budget > 0 && self.running() < self.config.max_running {
             let Some(next) = self.waiting.front().copied() else {
                 break;
             };
@@ -276,6 +367,7 @@ impl Engine {
                 break;
             }
             self.waiting.pop_front();
+            self.counters.admitted += 1;
             let chunk = next.prompt.min(budget);
             work.add_prefill_chunk(0.0, chunk as f64);
             self.prefilling.push(Prefilling {
@@ -285,6 +377,12 @@ impl Engine {
             chunks.push((self.prefilling.len() - 1, chunk));
             promised += next.prompt;
             budget -= chunk;
+        }
+
+        if self.admissions_started() > admitted_before {
+            self.steps_since_admission = 0;
+        } else {
+            self.steps_since_admission += 1;
         }
 
         if work.tokens == 0.0 {
@@ -375,6 +473,11 @@ impl Engine {
         }
         self.counters.generated_tokens += outcome.tokens_out;
         Some(outcome)
+    }
+
+    /// Requests that have left the waiting queue so far (for counting admissions in a step).
+    fn admissions_started(&self) -> u64 {
+        self.counters.admitted
     }
 
     fn preempt_youngest(&mut self, outcome: &mut StepOutcome) {
@@ -529,6 +632,32 @@ mod tests {
             engine.submit(request(3, 90, 20)).is_err(),
             "needs 110 > 100 positions"
         );
+    }
+
+    #[test]
+    fn delayed_admission_waits_for_enough_steps_or_requests() {
+        let mut config = EngineConfig::new(100_000);
+        config.admission = Admission::Delayed {
+            max_waiting_steps: 5,
+            waiting_served_ratio: 2.0,
+        };
+        let mut engine = Engine::new(config, flat_perf(), false);
+        engine.submit(request(1, 10, 50)).unwrap();
+        engine.step().unwrap(); // 1 is admitted at once: nothing was running
+        engine.submit(request(2, 10, 50)).unwrap();
+        let mut first_token_of_2 = None;
+        for step in 2..20 {
+            let outcome = engine.step().unwrap();
+            if outcome.first_tokens.contains(&2) {
+                first_token_of_2 = Some(step);
+                break;
+            }
+        }
+        // One waiting request is fewer than 2 × 1 running: it waits 5 steps since the last
+        // admission (steps 2..=6), joins at step 7.
+        assert_eq!(first_token_of_2, Some(7));
+        assert!("delayed:20,1.2".parse::<Admission>().is_ok());
+        assert!("sometimes".parse::<Admission>().is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::engine::{Engine, EngineConfig};
+use super::engine::{Engine, EngineConfig, EngineOptions};
 use super::perf::{Efficiency, PerfModel};
 use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
 use crate::catalog::memory::{memory_fit, LayoutRejected};
@@ -60,8 +60,7 @@ pub struct PredictRequest {
     /// Stop bisecting when the bracket is narrower than this share of C* (or 1 user).
     pub resolution: f64,
     pub seed: u64,
-    pub max_running: Option<usize>,
-    pub token_budget: Option<u64>,
+    pub engine: EngineOptions,
 }
 
 impl PredictRequest {
@@ -72,8 +71,7 @@ impl PredictRequest {
             max_concurrency: 4096,
             resolution: 0.02,
             seed: 1,
-            max_running: None,
-            token_budget: None,
+            engine: EngineOptions::default(),
         }
     }
 }
@@ -124,8 +122,7 @@ pub struct Prediction {
 pub fn engine_for(
     layout: &Layout,
     calibration: &Calibration,
-    max_running: Option<usize>,
-    token_budget: Option<u64>,
+    options: &EngineOptions,
     track_tokens: bool,
 ) -> Result<(Engine, MemoryFit), LayoutRejected> {
     let fit = memory_fit(layout.model, layout.card, layout.tp, &layout.memory)?;
@@ -138,13 +135,7 @@ pub fn engine_for(
         fit.kv_dtype,
         calibration.efficiency,
     );
-    let mut config = EngineConfig::new(fit.kv_tokens);
-    if let Some(cap) = max_running {
-        config.max_running = cap.max(1);
-    }
-    if let Some(budget) = token_budget {
-        config.token_budget = budget.max(1);
-    }
+    let config = EngineConfig::with(fit.kv_tokens, options);
     Ok((Engine::new(config, perf, track_tokens), fit))
 }
 
@@ -155,13 +146,7 @@ pub fn evaluate_level(
     request: &PredictRequest,
     concurrency: u32,
 ) -> Result<LevelResult, LayoutRejected> {
-    let (mut engine, _) = engine_for(
-        layout,
-        calibration,
-        request.max_running,
-        request.token_budget,
-        false,
-    )?;
+    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
     let users = concurrency.max(1) as usize;
     let spec = RunSpec {
         arrivals: Arrivals::Closed {
@@ -238,13 +223,7 @@ pub fn predict(
     request: &PredictRequest,
 ) -> Result<Prediction, LayoutRejected> {
     let started = Instant::now();
-    let (engine, memory) = engine_for(
-        layout,
-        calibration,
-        request.max_running,
-        request.token_budget,
-        false,
-    )?;
+    let (engine, memory) = engine_for(layout, calibration, &request.engine, false)?;
     let longest = u64::from(request.workload.input_tokens.max())
         + u64::from(request.workload.output_tokens.max());
     if longest > memory.kv_tokens {

@@ -73,7 +73,8 @@ pub async fn start_server(
         memory: MemoryOptions::default(),
     };
     let calibration = Calibration::for_card(card, &card.interconnect);
-    let (engine, _) = engine_for(&layout, &calibration, None, None, true).expect("layout fits");
+    let (engine, _) =
+        engine_for(&layout, &calibration, &Default::default(), true).expect("layout fits");
     let config = ServeConfig {
         host: "127.0.0.1".into(),
         port: 0,
