@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use capplan::catalog::{Catalog, MemoryOptions};
+use capplan::catalog::Catalog;
 use capplan::sim::predict::{engine_for, predict, Calibration, Layout, PredictRequest};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, ServeConfig};
@@ -36,13 +36,7 @@ fn predict_times() {
     for model in &catalog.models {
         for card in &catalog.cards {
             for tp in [1, 2, 4, 8] {
-                let layout = Layout {
-                    model,
-                    card,
-                    interconnect: card.interconnect.clone(),
-                    tp,
-                    memory: MemoryOptions::default(),
-                };
+                let layout = Layout::on_card(model, card, tp);
                 let start = Instant::now();
                 let calibration = Calibration::for_card(card, &card.interconnect);
                 if predict(&layout, &calibration, &request).is_ok() {
@@ -91,13 +85,7 @@ async fn one_level(streams: usize) -> (f64, f64, f64) {
     let catalog = Catalog::shipped().expect("catalog");
     let model = catalog.model("llama-3.1-8b").expect("model");
     let card = catalog.card("H100-SXM").expect("card");
-    let layout = Layout {
-        model,
-        card,
-        interconnect: card.interconnect.clone(),
-        tp: 1,
-        memory: MemoryOptions::default(),
-    };
+    let layout = Layout::on_card(model, card, 1);
     let calibration = Calibration::for_card(card, &card.interconnect);
     let options = capplan::sim::engine::EngineOptions {
         max_running: streams,

@@ -33,7 +33,7 @@ pub struct Cli {
     pub measurements: Option<PathBuf>,
 
     /// Output format
-    #[arg(long, global = true, default_value = "table", value_parser = parse_format)]
+    #[arg(long, global = true, default_value = "table", value_parser = parse_input::<Format>)]
     pub format: Format,
 
     #[command(subcommand)]
@@ -55,8 +55,9 @@ pub enum Command {
     Serve(ServeArgs),
 }
 
+/// One serving instance: a model on TP cards, linked as in a node shape.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub struct LayoutArgs {
     #[arg(long)]
     pub model: String,
     #[arg(long)]
@@ -66,6 +67,12 @@ pub struct ServeArgs {
     /// Node shape whose link the instance uses [default: the card's own link]
     #[arg(long)]
     pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// 0 picks a free port; the first line printed is the URL
@@ -77,11 +84,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Output length when a request sets no max_tokens (where the model would stop)
-    #[arg(long, default_value = "256", value_parser = parse_lengths, value_name = "D")]
+    #[arg(long, default_value = "256", value_parser = parse_input::<TokenLengths>, value_name = "D")]
     pub output_tokens: TokenLengths,
     /// Inject a fault into a share of requests: reset, http500, http429, stall, malformed,
     /// error-in-stream or no-done, as KIND:FRACTION (repeatable)
-    #[arg(long, value_parser = parse_fault, value_name = "KIND:FRACTION")]
+    #[arg(long, value_parser = parse_input::<FaultRule>, value_name = "KIND:FRACTION")]
     pub fault: Vec<FaultRule>,
     /// How long a stalled stream stays silent before the server closes it
     #[arg(long, default_value = "600s", value_parser = parse_limit, value_name = "DUR")]
@@ -100,22 +107,15 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct PredictArgs {
-    #[arg(long)]
-    pub model: String,
-    #[arg(long)]
-    pub card: String,
-    #[arg(long, default_value_t = 1)]
-    pub tp: u32,
-    /// Node shape whose link the instance uses [default: the card's own link]
-    #[arg(long)]
-    pub node: Option<String>,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// Instances per node, to print users per node
     #[arg(long, default_value_t = 1)]
     pub instances_per_node: u32,
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// Think time between a response and the user's next request: 0s, 2s, 1s..3s, exp:2s
-    #[arg(long, default_value = "0s", value_parser = parse_think_time, value_name = "DUR")]
+    #[arg(long, default_value = "0s", value_parser = parse_input::<ThinkTime>, value_name = "DUR")]
     pub think_time: ThinkTime,
     #[command(flatten)]
     pub slo: SloArgs,
@@ -134,10 +134,10 @@ pub struct PredictArgs {
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
     /// Prompt tokens: 512, 100..1000 (uniform), normal:512,128[,MIN..MAX]
-    #[arg(long, default_value = "512", value_parser = parse_lengths, value_name = "D")]
+    #[arg(long, default_value = "512", value_parser = parse_input::<TokenLengths>, value_name = "D")]
     pub input_tokens: TokenLengths,
     /// Output tokens, same forms
-    #[arg(long, default_value = "256", value_parser = parse_lengths, value_name = "D")]
+    #[arg(long, default_value = "256", value_parser = parse_input::<TokenLengths>, value_name = "D")]
     pub output_tokens: TokenLengths,
 }
 
@@ -151,7 +151,7 @@ pub struct EngineFlags {
     pub token_budget: u64,
     /// When waiting requests join a running batch: continuous (vLLM), delayed (TGI's defaults:
     /// after 20 steps or when 1.2 × running are waiting) or delayed:STEPS,RATIO
-    #[arg(long, default_value = "continuous", value_parser = parse_admission)]
+    #[arg(long, default_value = "continuous", value_parser = parse_input::<Admission>)]
     pub admission: Admission,
 }
 
@@ -181,7 +181,7 @@ pub struct SolveArgs {
 
     /// Think time between a response and the user's next request: 0s, 2s, 1s..3s. Without it,
     /// users are counted as each capacity point counted them
-    #[arg(long, value_parser = parse_think_time, value_name = "DUR")]
+    #[arg(long, value_parser = parse_input::<ThinkTime>, value_name = "DUR")]
     pub think_time: Option<ThinkTime>,
 
     /// Models to plan (comma-separated) [default: every model with capacity points]
@@ -223,18 +223,18 @@ pub struct SloArgs {
     pub tpot: Option<f64>,
 
     /// Statistic the limits apply to: mean, p50, p90, p95, p99
-    #[arg(long, default_value = "p90", value_parser = parse_percentile)]
+    #[arg(long, default_value = "p90", value_parser = parse_input::<Percentile>)]
     pub percentile: Percentile,
 }
 
 #[derive(Debug, Args)]
 pub struct MemoryFlags {
     /// Weight dtype [default: the model's]: fp32, fp16, bf16, fp8, int8, int4
-    #[arg(long, value_parser = parse_dtype)]
+    #[arg(long, value_parser = parse_input::<Dtype>)]
     pub dtype: Option<Dtype>,
 
     /// KV-cache dtype [default: fp16]
-    #[arg(long, value_parser = parse_dtype)]
+    #[arg(long, value_parser = parse_input::<Dtype>)]
     pub kv_dtype: Option<Dtype>,
 
     /// Share of card memory the engine may use
@@ -391,33 +391,17 @@ pub fn folder_or_default(given: &Option<PathBuf>, default: &str) -> Option<PathB
     }
 }
 
-fn parse_format(text: &str) -> Result<Format, String> {
+/// Any value that reads itself from text with an [`capplan::InputError`], for clap.
+fn parse_input<T>(text: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = capplan::InputError>,
+{
     text.parse()
         .map_err(|err: capplan::InputError| err.to_string())
 }
 
 fn parse_limit(text: &str) -> Result<f64, String> {
     parse_positive_seconds(text).map_err(|err| err.to_string())
-}
-
-fn parse_think_time(text: &str) -> Result<ThinkTime, String> {
-    text.parse()
-        .map_err(|err: capplan::InputError| err.to_string())
-}
-
-fn parse_lengths(text: &str) -> Result<TokenLengths, String> {
-    text.parse()
-        .map_err(|err: capplan::InputError| err.to_string())
-}
-
-fn parse_admission(text: &str) -> Result<Admission, String> {
-    text.parse()
-        .map_err(|err: capplan::InputError| err.to_string())
-}
-
-fn parse_fault(text: &str) -> Result<FaultRule, String> {
-    text.parse()
-        .map_err(|err: capplan::InputError| err.to_string())
 }
 
 fn parse_scale(text: &str) -> Result<f64, String> {
@@ -427,16 +411,6 @@ fn parse_scale(text: &str) -> Result<f64, String> {
             "time scale must be a number above 0 (e.g. 10), got '{text}'"
         )),
     }
-}
-
-fn parse_percentile(text: &str) -> Result<Percentile, String> {
-    text.parse()
-        .map_err(|err: capplan::InputError| err.to_string())
-}
-
-fn parse_dtype(text: &str) -> Result<Dtype, String> {
-    text.parse()
-        .map_err(|err: capplan::InputError| err.to_string())
 }
 
 fn parse_users(text: &str) -> Result<u64, String> {

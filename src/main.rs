@@ -15,7 +15,7 @@ use capplan::sim::predict::{engine_for, predict, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, ServeConfig};
 use capplan::{plan, store};
-use cli::{folder_or_default, Cli, Command, HardwareCommand};
+use cli::{folder_or_default, Cli, Command, HardwareCommand, LayoutArgs, MemoryFlags};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -95,17 +95,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Predict(args) => {
-            let model = catalog.model(&args.model)?;
-            let card = catalog.card(&args.card)?;
-            let interconnect = link_of(&catalog, card, args.node.as_deref())?;
-            let layout = Layout {
-                model,
-                card,
-                interconnect: interconnect.clone(),
-                tp: args.tp,
-                memory: args.memory.options(),
-            };
-            let calibration = Calibration::for_card(card, &interconnect);
+            let (layout, calibration) = resolve_layout(&catalog, &args.layout, &args.memory)?;
             let mut prediction =
                 predict(&layout, &calibration, &args.request()).map_err(|rejected| {
                     capplan::InputError::value(format!("cannot predict: {rejected}"))
@@ -115,17 +105,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => {
-            let model = catalog.model(&args.model)?;
-            let card = catalog.card(&args.card)?;
-            let interconnect = link_of(&catalog, card, args.node.as_deref())?;
-            let layout = Layout {
-                model,
-                card,
-                interconnect: interconnect.clone(),
-                tp: args.tp,
-                memory: args.memory.options(),
-            };
-            let calibration = Calibration::for_card(card, &interconnect);
+            let (layout, calibration) = resolve_layout(&catalog, &args.layout, &args.memory)?;
             let (engine, _) = engine_for(&layout, &calibration, &args.engine.options(), true)
                 .map_err(|rejected| {
                     capplan::InputError::value(format!("cannot serve: {rejected}"))
@@ -138,7 +118,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 model_name: args
                     .served_model_name
                     .clone()
-                    .unwrap_or_else(|| model.name.clone()),
+                    .unwrap_or_else(|| layout.model.name.clone()),
                 output_tokens: args.output_tokens.clone(),
                 faults: FaultPlan::new(args.fault.clone(), args.seed)?,
                 stall_for: std::time::Duration::from_secs_f64(args.stall_for),
@@ -180,24 +160,38 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The link an instance uses: the named node shape's, or the card's own.
-fn link_of(
-    catalog: &Catalog,
-    card: &capplan::catalog::Card,
-    node: Option<&str>,
-) -> anyhow::Result<String> {
-    let Some(name) = node else {
-        return Ok(card.interconnect.clone());
+/// The instance the flags name, linked as the named node shape (or the card's own link), with
+/// the efficiency factors it will be simulated with.
+fn resolve_layout<'a>(
+    catalog: &'a Catalog,
+    args: &LayoutArgs,
+    memory: &MemoryFlags,
+) -> anyhow::Result<(Layout<'a>, Calibration)> {
+    let model = catalog.model(&args.model)?;
+    let card = catalog.card(&args.card)?;
+    let interconnect = match args.node.as_deref() {
+        None => card.interconnect.clone(),
+        Some(name) => {
+            let node = catalog.node(name)?;
+            if node.card != card.name {
+                return Err(capplan::InputError::value(format!(
+                    "node '{}' holds {} cards, not {}",
+                    node.name, node.card, card.name
+                ))
+                .into());
+            }
+            node.interconnect.clone()
+        }
     };
-    let node = catalog.node(name)?;
-    if node.card != card.name {
-        return Err(capplan::InputError::value(format!(
-            "node '{}' holds {} cards, not {}",
-            node.name, node.card, card.name
-        ))
-        .into());
-    }
-    Ok(node.interconnect.clone())
+    let calibration = Calibration::for_card(card, &interconnect);
+    let layout = Layout {
+        model,
+        card,
+        interconnect,
+        tp: args.tp,
+        memory: memory.options(),
+    };
+    Ok((layout, calibration))
 }
 
 fn nearest_any(catalog: &Catalog, name: &str) -> String {

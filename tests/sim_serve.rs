@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use capplan::catalog::{Catalog, MemoryOptions};
+use capplan::catalog::Catalog;
 use capplan::sim::predict::{predict, Calibration, Layout, PredictRequest};
 use capplan::slo::{Percentile, Slo};
 use capplan::workload::{ThinkTime, TokenLengths, Workload};
@@ -26,13 +26,7 @@ fn predicted_c_star(model: &str, card: &str, tp: u32) -> u32 {
     let catalog = Catalog::shipped().unwrap();
     let model = catalog.model(model).unwrap();
     let card = catalog.card(card).unwrap();
-    let layout = Layout {
-        model,
-        card,
-        interconnect: card.interconnect.clone(),
-        tp,
-        memory: MemoryOptions::default(),
-    };
+    let layout = Layout::on_card(model, card, tp);
     let request = PredictRequest::new(
         Workload {
             input_tokens: TokenLengths::Uniform {

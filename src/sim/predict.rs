@@ -28,6 +28,19 @@ pub struct Layout<'a> {
     pub memory: MemoryOptions,
 }
 
+impl<'a> Layout<'a> {
+    /// `model` on `tp` cards of `card` over the card's own link, default memory options.
+    pub fn on_card(model: &'a Model, card: &'a Card, tp: u32) -> Layout<'a> {
+        Layout {
+            model,
+            card,
+            interconnect: card.interconnect.clone(),
+            tp,
+            memory: MemoryOptions::default(),
+        }
+    }
+}
+
 /// Efficiency factors and where they came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Calibration {
@@ -333,13 +346,7 @@ mod tests {
         let catalog = Catalog::shipped().unwrap();
         let model = catalog.model("llama-3.1-8b").unwrap();
         let card = catalog.card(card).unwrap();
-        let layout = Layout {
-            model,
-            card,
-            interconnect: card.interconnect.clone(),
-            tp,
-            memory: MemoryOptions::default(),
-        };
+        let layout = Layout::on_card(model, card, tp);
         predict(
             &layout,
             &Calibration::for_card(card, &card.interconnect),

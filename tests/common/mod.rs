@@ -57,7 +57,7 @@ pub async fn start_server(
     faults: Vec<capplan::sim::serve::fault::FaultRule>,
     log: Option<PathBuf>,
 ) -> String {
-    use capplan::catalog::{Catalog, MemoryOptions};
+    use capplan::catalog::Catalog;
     use capplan::sim::predict::{engine_for, Calibration, Layout};
     use capplan::sim::serve::fault::FaultPlan;
     use capplan::sim::serve::{serve, ServeConfig};
@@ -65,13 +65,7 @@ pub async fn start_server(
     let catalog = Catalog::shipped().expect("catalog");
     let model = catalog.model(model).expect("model");
     let card = catalog.card(card).expect("card");
-    let layout = Layout {
-        model,
-        card,
-        interconnect: card.interconnect.clone(),
-        tp,
-        memory: MemoryOptions::default(),
-    };
+    let layout = Layout::on_card(model, card, tp);
     let calibration = Calibration::for_card(card, &card.interconnect);
     let (engine, _) =
         engine_for(&layout, &calibration, &Default::default(), true).expect("layout fits");
