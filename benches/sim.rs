@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use capplan::catalog::Catalog;
 use capplan::sim::predict::{engine_for, predict, Calibration, Layout, PredictRequest};
 use capplan::sim::serve::fault::FaultPlan;
-use capplan::sim::serve::{serve, ServeConfig};
+use capplan::sim::serve::{start, ServeConfig};
 use capplan::slo::{Percentile, Slo};
 use capplan::workload::{ThinkTime, TokenLengths, Workload};
 use futures_util::StreamExt;
@@ -104,22 +104,8 @@ async fn one_level(streams: usize) -> (f64, f64, f64) {
         stall_for: Duration::from_secs(1),
         log: None,
     };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let _ = serve(
-            engine,
-            config,
-            move |url| {
-                let _ = tx.send(url);
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        )
-        .await;
-    });
-    let base = rx.await.expect("server up");
+    let server = start(engine, config).await.expect("server up");
+    let base = server.url.clone();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(streams)
         .build()
@@ -169,7 +155,7 @@ async fn one_level(streams: usize) -> (f64, f64, f64) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0)
     };
-    let _ = stop_tx.send(());
+    drop(server);
     let steps = value("capplan_engine_steps_total").max(1.0);
     (
         tokens as f64 / elapsed,

@@ -60,7 +60,7 @@ pub async fn start_server(
     use capplan::catalog::Catalog;
     use capplan::sim::predict::{engine_for, Calibration, Layout};
     use capplan::sim::serve::fault::FaultPlan;
-    use capplan::sim::serve::{serve, ServeConfig};
+    use capplan::sim::serve::{start, ServeConfig};
 
     let catalog = Catalog::shipped().expect("catalog");
     let model = catalog.model(model).expect("model");
@@ -80,17 +80,9 @@ pub async fn start_server(
         stall_for: std::time::Duration::from_secs(3),
         log,
     };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let _ = serve(
-            engine,
-            config,
-            move |url| {
-                let _ = tx.send(url);
-            },
-            std::future::pending(),
-        )
-        .await;
-    });
-    rx.await.expect("server started")
+    let server = start(engine, config).await.expect("server started");
+    let url = server.url.clone();
+    // The server lives until the test's runtime ends.
+    std::mem::forget(server);
+    url
 }

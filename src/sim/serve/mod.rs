@@ -119,6 +119,43 @@ where
     Ok(())
 }
 
+/// A server started in the background of the current tokio runtime (for tests, benchmarks and
+/// the probe's in-process simulator). Dropping it stops the server.
+pub struct RunningServer {
+    pub url: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Starts [`serve`] on the current runtime and waits until it listens.
+pub async fn start(engine: Engine, config: ServeConfig) -> anyhow::Result<RunningServer> {
+    let (url_tx, url_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let result = serve(
+            engine,
+            config,
+            move |url| {
+                let _ = url_tx.send(url);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        )
+        .await;
+        if let Err(err) = result {
+            let _ = failed_tx.send(err);
+        }
+    });
+    tokio::select! {
+        url = url_rx => Ok(RunningServer {
+            url: url.map_err(|_| anyhow::anyhow!("the server stopped before listening"))?,
+            _stop: stop_tx,
+        }),
+        failed = failed_rx => Err(failed.unwrap_or_else(|_| anyhow::anyhow!("the server stopped before listening"))),
+    }
+}
+
 async fn chat(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     handle(state, Api::Chat, body).await
 }
