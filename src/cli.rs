@@ -6,6 +6,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use capplan::catalog::{Dtype, MemoryOptions};
 use capplan::plan::{Demand, SolveRequest};
+use capplan::probe::run::{Input, LayoutInfo, ProbeConfig, Target};
+use capplan::probe::search::Ramp;
 use capplan::report::hardware::Section;
 use capplan::report::Format;
 use capplan::sim::capacity::SimPredictor;
@@ -53,6 +55,108 @@ pub enum Command {
     Predict(PredictArgs),
     /// Serve the simulated engine over an OpenAI-compatible HTTP API (scaled real time)
     Serve(ServeArgs),
+    /// Measure C* of a real endpoint (or the simulated engine with --sim)
+    Probe(Box<ProbeArgs>),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("target").args(["url", "sim", "resume"]).required(true))]
+pub struct ProbeArgs {
+    /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Probe capplan's simulated engine of --model/--card/--tp, started in-process
+    #[arg(long)]
+    pub sim: bool,
+    /// Continue an interrupted run from what its folder recorded (other flags are ignored)
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<PathBuf>,
+    /// API kind: chat or completions
+    #[arg(long, default_value = "chat", value_parser = ["chat", "completions"])]
+    pub api: String,
+    /// Model name to send in requests [default: --model]
+    #[arg(long)]
+    pub served_model: Option<String>,
+    /// Catalog model behind the endpoint
+    #[arg(long, required_unless_present = "resume")]
+    pub model: Option<String>,
+    /// Catalog card behind the endpoint
+    #[arg(long, required_unless_present = "resume")]
+    pub card: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Node shape the instance runs on (its link; with --sim, the simulated link)
+    #[arg(long)]
+    pub node: Option<String>,
+    #[arg(long)]
+    pub cards_per_node: Option<u32>,
+    #[arg(long, default_value_t = 1)]
+    pub instances_per_node: u32,
+    #[command(flatten)]
+    pub slo: SloArgs,
+    /// End-to-end latency limit, e.g. 30s
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub e2e: Option<f64>,
+    /// Largest share of failed requests a passing step may have
+    #[arg(long, default_value_t = 0.01, value_parser = parse_fraction)]
+    pub max_error_rate: f64,
+    /// Prompts from a JSONL file ({"question"}, {"prompt"} or ShareGPT conversations)
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "input_tokens")]
+    pub dataset: Option<PathBuf>,
+    /// Synthetic prompt tokens: 512, 100..1000, normal:512,128
+    #[arg(long, value_parser = parse_input::<TokenLengths>, value_name = "D")]
+    pub input_tokens: Option<TokenLengths>,
+    /// Output tokens asked for (max_tokens with ignore_eos)
+    #[arg(long, default_value = "256", value_parser = parse_input::<TokenLengths>, value_name = "D")]
+    pub output_tokens: TokenLengths,
+    /// Think time between a response and the same user's next request
+    #[arg(long, default_value = "0s", value_parser = parse_input::<ThinkTime>, value_name = "DUR")]
+    pub think_time: ThinkTime,
+    /// Fixed levels instead of the automatic search, e.g. 1,2,4,8
+    #[arg(long, value_delimiter = ',', value_name = "C,...")]
+    pub concurrency: Vec<u32>,
+    /// First level of the automatic search
+    #[arg(long, default_value_t = 1)]
+    pub start: u32,
+    /// Highest level the search tries
+    #[arg(long, default_value_t = 1024)]
+    pub max_concurrency: u32,
+    /// Bisect until the bracket is this narrow: 5% or 0.05
+    #[arg(long, default_value = "5%", value_parser = parse_share)]
+    pub resolution: f64,
+    /// Requests discarded at the start of each step [default: the concurrency, at least 5]
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Requests counted per judgement [default: 2 × concurrency, 50..500]; an inconclusive step
+    /// gets up to three more windows
+    #[arg(long)]
+    pub window: Option<usize>,
+    /// Per-request deadline
+    #[arg(long, default_value = "300s", value_parser = parse_limit, value_name = "DUR")]
+    pub timeout: f64,
+    /// Longest silence within a stream before it counts as failed
+    #[arg(long, default_value = "60s", value_parser = parse_limit, value_name = "DUR")]
+    pub idle_timeout: f64,
+    /// Environment variable holding the API key (sent as a bearer token, never stored)
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// Non-streaming requests (E2E only)
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Where run folders go
+    #[arg(long, default_value = "measurements", value_name = "DIR")]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// With --sim: run the engine F times faster than real time
+    #[arg(long, default_value_t = 10.0, value_parser = parse_scale)]
+    pub sim_time_scale: f64,
+    /// With --sim: inject faults, KIND:FRACTION (see `capplan serve --help`)
+    #[arg(long, value_parser = parse_input::<FaultRule>, value_name = "KIND:FRACTION")]
+    pub sim_fault: Vec<FaultRule>,
+    /// Exit with code 3 when C* is below N (a CI gate)
+    #[arg(long, value_name = "N")]
+    pub require_users: Option<u32>,
 }
 
 /// One serving instance: a model on TP cards, linked as in a node shape.
@@ -309,6 +413,78 @@ impl MemoryFlags {
 /// reading speed) unless `--tpot` says otherwise. Measured rows keep the SLO they proved.
 pub const DEFAULT_PREDICTED_TPOT_S: f64 = 0.1;
 
+impl ProbeArgs {
+    /// The run's configuration from the flags, checked against the catalog.
+    pub fn config(&self, catalog: &capplan::catalog::Catalog) -> anyhow::Result<ProbeConfig> {
+        let model = catalog.model(self.model.as_deref().unwrap_or_default())?;
+        let card = catalog.card(self.card.as_deref().unwrap_or_default())?;
+        let interconnect = match &self.node {
+            Some(name) => catalog.node(name)?.interconnect.clone(),
+            None => card.interconnect.clone(),
+        };
+        let target = match (&self.url, self.sim) {
+            (Some(url), _) => Target::Url { url: url.clone() },
+            (None, _) => Target::Sim {
+                time_scale: self.sim_time_scale,
+                faults: self
+                    .sim_fault
+                    .iter()
+                    .map(|r| format!("{}:{}", r.kind, r.fraction))
+                    .collect(),
+            },
+        };
+        let ramp = if self.concurrency.is_empty() {
+            Ramp::Auto {
+                start: self.start.max(1),
+                max: self.max_concurrency.max(1),
+                resolution: self.resolution,
+            }
+        } else {
+            Ramp::Fixed(self.concurrency.clone())
+        };
+        let input = match (&self.dataset, &self.input_tokens) {
+            (Some(path), _) => Input::Dataset { path: path.clone() },
+            (None, Some(tokens)) => Input::Synthetic {
+                tokens: tokens.clone(),
+            },
+            (None, None) => Input::Synthetic {
+                tokens: TokenLengths::Fixed { tokens: 512 },
+            },
+        };
+        Ok(ProbeConfig {
+            target,
+            api: self.api.clone(),
+            served_model: self
+                .served_model
+                .clone()
+                .unwrap_or_else(|| model.name.clone()),
+            stream: !self.no_stream,
+            layout: LayoutInfo {
+                model: model.name.clone(),
+                card: card.name.clone(),
+                tp: self.tp,
+                cards_per_node: self.cards_per_node,
+                instances_per_node: self.instances_per_node,
+                interconnect,
+            },
+            slo: self.slo.slo(),
+            e2e_limit_s: self.e2e,
+            max_error_rate: self.max_error_rate,
+            input,
+            output_tokens: self.output_tokens.clone(),
+            think_time: self.think_time,
+            ramp,
+            warmup: self.warmup,
+            window: self.window,
+            timeout_s: self.timeout,
+            idle_timeout_s: self.idle_timeout,
+            api_key_env: self.api_key_env.clone(),
+            seed: self.seed,
+            command: std::env::args().collect(),
+        })
+    }
+}
+
 impl SloArgs {
     pub fn slo(&self) -> Slo {
         Slo {
@@ -402,6 +578,18 @@ where
 
 fn parse_limit(text: &str) -> Result<f64, String> {
     parse_positive_seconds(text).map_err(|err| err.to_string())
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let value = match trimmed.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().map(|v| v / 100.0),
+        None => trimmed.parse::<f64>(),
+    };
+    match value {
+        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err(format!("expected a share such as 5% or 0.05, got '{text}'")),
+    }
 }
 
 fn parse_scale(text: &str) -> Result<f64, String> {

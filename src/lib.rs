@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod error;
 pub mod plan;
+pub mod probe;
 pub mod report;
 pub mod sim;
 pub mod slo;

@@ -8,12 +8,13 @@ use anyhow::Context;
 use clap::Parser;
 
 use capplan::catalog::{memory_fit, Catalog};
+use capplan::probe::run::{load_config, run_probe, ProbeConfig, RunFolder, Target};
 use capplan::report::hardware::{CatalogEntry, CatalogListing};
 use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
 use capplan::sim::predict::{engine_for, predict, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
-use capplan::sim::serve::{serve, ServeConfig};
+use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
 use capplan::{plan, store};
 use cli::{folder_or_default, Cli, Command, HardwareCommand, LayoutArgs, MemoryFlags};
 
@@ -142,6 +143,47 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             ))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Probe(args) => {
+            let (config, folder) = match &args.resume {
+                Some(dir) => (load_config(dir)?, RunFolder::Resume { dir: dir.clone() }),
+                None => (
+                    args.config(&catalog)?,
+                    RunFolder::New {
+                        out: args.out.clone(),
+                    },
+                ),
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let report = runtime.block_on(async {
+                let (url, _server) = match &config.target {
+                    Target::Url { url } => (url.clone(), None),
+                    Target::Sim { time_scale, faults } => {
+                        let server =
+                            start_simulator(&catalog, &config, *time_scale, faults).await?;
+                        (server.url.clone(), Some(server))
+                    }
+                };
+                run_probe(config, &url, folder, progress).await
+            })?;
+            print(&report, cli)?;
+            if report.status != "finished" {
+                return Ok(ExitCode::from(130));
+            }
+            Ok(match args.require_users {
+                Some(needed) if report.result.c_star < needed => {
+                    eprintln!(
+                        "C* = {} is below the required {needed} users",
+                        report.result.c_star
+                    );
+                    ExitCode::from(3)
+                }
+                _ => ExitCode::SUCCESS,
+            })
+        }
         Command::Memory(args) => {
             let model = catalog.model(&args.model)?;
             let card = catalog.card(&args.card)?;
@@ -158,6 +200,47 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+/// The simulated engine of a probe's layout, serving in the background.
+async fn start_simulator(
+    catalog: &Catalog,
+    config: &ProbeConfig,
+    time_scale: f64,
+    faults: &[String],
+) -> anyhow::Result<RunningServer> {
+    let model = catalog.model(&config.layout.model)?;
+    let card = catalog.card(&config.layout.card)?;
+    let layout = Layout {
+        model,
+        card,
+        interconnect: config.layout.interconnect.clone(),
+        tp: config.layout.tp,
+        memory: Default::default(),
+    };
+    let calibration = Calibration::for_card(card, &config.layout.interconnect);
+    let (engine, _) = engine_for(&layout, &calibration, &Default::default(), true)
+        .map_err(|rejected| capplan::InputError::value(format!("cannot simulate: {rejected}")))?;
+    let rules = faults
+        .iter()
+        .map(|f| f.parse())
+        .collect::<Result<Vec<_>, _>>()?;
+    let server = start(
+        engine,
+        ServeConfig {
+            host: "127.0.0.1".into(),
+            port: 0,
+            time_scale,
+            seed: config.seed,
+            model_name: config.served_model.clone(),
+            output_tokens: config.output_tokens.clone(),
+            faults: FaultPlan::new(rules, config.seed)?,
+            stall_for: std::time::Duration::from_secs_f64(config.idle_timeout_s + 1.0),
+            log: None,
+        },
+    )
+    .await?;
+    Ok(server)
 }
 
 /// The instance the flags name, linked as the named node shape (or the card's own link), with

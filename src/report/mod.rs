@@ -9,6 +9,7 @@ pub mod hardware;
 pub mod markdown;
 pub mod memory;
 pub mod predict;
+pub mod probe;
 pub mod solve;
 pub mod terminal;
 

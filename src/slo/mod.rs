@@ -3,14 +3,14 @@
 pub mod duration;
 pub mod percentile;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use duration::{format_seconds, parse_positive_seconds, parse_seconds};
 pub use percentile::Percentile;
 
 /// Latency limits a serving instance must meet: TTFT always, TPOT when given, both at one
 /// statistic (`percentile`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Slo {
     pub ttft_s: f64,
     pub tpot_s: Option<f64>,

@@ -5,12 +5,12 @@ use std::str::FromStr;
 
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Normal};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
 
 /// A distribution of token counts (always at least 1).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum TokenLengths {
     Fixed {

@@ -5,13 +5,13 @@ use std::str::FromStr;
 
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Exp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
 use crate::slo::duration::{format_seconds, parse_seconds, trim_number};
 
 /// Pause between a response and the same user's next request.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum ThinkTime {
     /// Always the same pause (0 = back to back).

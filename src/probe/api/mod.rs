@@ -1,0 +1,69 @@
+//! What differs between serving APIs: the request body and how to read a response. The probe's
+//! timing, load and search never look inside; a new API (TGI, KServe v2, a JSON template) is one
+//! more implementation of [`Api`].
+
+pub mod openai;
+
+use serde::Serialize;
+
+pub use openai::{OpenAiChat, OpenAiCompletions};
+
+/// The prompt of one request.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    pub text: String,
+    /// Tokens the prompt was built to have (the server's usage is preferred when it reports).
+    pub tokens: u32,
+}
+
+/// Token counts a server reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+}
+
+/// What one stream event says, as far as timing and counting go.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventMeaning {
+    /// Carries generated output: content, reasoning or a tool call (a role-only or empty chunk
+    /// does not).
+    pub generated: bool,
+    /// Carries visible (non-reasoning) content.
+    pub visible: bool,
+    /// Characters of generated text (to share a chunk's tokens when ITL is estimated).
+    pub text_chars: usize,
+    pub usage: Option<Usage>,
+    /// An error the server put inside the stream.
+    pub error: Option<String>,
+    pub finish_reason: Option<String>,
+}
+
+/// A whole (non-streaming) response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WholeResponse {
+    pub usage: Option<Usage>,
+    pub text_chars: usize,
+}
+
+pub trait Api: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Path under the base URL, e.g. `/v1/chat/completions`.
+    fn path(&self) -> &'static str;
+
+    /// The JSON body asking for exactly `max_tokens` output tokens.
+    fn body(
+        &self,
+        model: &str,
+        prompt: &Prompt,
+        max_tokens: u32,
+        stream: bool,
+        include_usage: bool,
+    ) -> serde_json::Value;
+
+    /// Reads one event's data; `Err` when it is not the JSON this API sends.
+    fn read_event(&self, data: &str) -> Result<EventMeaning, String>;
+
+    fn read_whole(&self, body: &[u8]) -> Result<WholeResponse, String>;
+}

@@ -1,0 +1,303 @@
+//! OpenAI-compatible chat and text completions (vLLM, SGLang, TGI's Messages API, llama.cpp,
+//! Ollama, MindIE, …).
+
+use serde_json::{json, Value};
+
+use super::{Api, EventMeaning, Prompt, Usage, WholeResponse};
+
+/// `POST /v1/chat/completions`.
+pub struct OpenAiChat;
+
+/// `POST /v1/completions`.
+pub struct OpenAiCompletions;
+
+/// Asks for exactly `max_tokens`: `ignore_eos` and `min_tokens` (vLLM, SGLang) make the server
+/// generate the length the workload asks for instead of stopping at its own EOS.
+fn common_body(model: &str, max_tokens: u32, stream: bool, include_usage: bool) -> Value {
+    let mut body = json!({
+        "model": model,
+        "max_tokens": max_tokens,
+        "min_tokens": max_tokens,
+        "ignore_eos": true,
+        "stream": stream,
+        "temperature": 0.0,
+        "cache_prompt": false,
+    });
+    if stream && include_usage {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    body
+}
+
+fn usage_of(value: &Value) -> Option<Usage> {
+    let usage = value.get("usage")?;
+    if usage.is_null() {
+        return None;
+    }
+    let read = |key: &str| usage.get(key).and_then(Value::as_u64).map(|v| v as u32);
+    Some(Usage {
+        prompt_tokens: read("prompt_tokens"),
+        completion_tokens: read("completion_tokens"),
+    })
+}
+
+fn error_of(value: &Value) -> Option<String> {
+    let error = value.get("error")?;
+    if error.is_null() {
+        return None;
+    }
+    Some(
+        error
+            .get("message")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| error.to_string()),
+    )
+}
+
+fn text_len(value: Option<&Value>) -> usize {
+    match value {
+        Some(Value::String(text)) => text.chars().count(),
+        Some(Value::Array(items)) => items.iter().map(|i| text_len(Some(i))).sum(),
+        Some(Value::Object(map)) => map
+            .get("text")
+            .or_else(|| map.get("content"))
+            .map(|v| text_len(Some(v)))
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn parse(data: &str) -> Result<Value, String> {
+    serde_json::from_str(data).map_err(|err| format!("event is not JSON ({err})"))
+}
+
+impl Api for OpenAiChat {
+    fn name(&self) -> &'static str {
+        "chat"
+    }
+
+    fn path(&self) -> &'static str {
+        "/v1/chat/completions"
+    }
+
+    fn body(
+        &self,
+        model: &str,
+        prompt: &Prompt,
+        max_tokens: u32,
+        stream: bool,
+        include_usage: bool,
+    ) -> Value {
+        let mut body = common_body(model, max_tokens, stream, include_usage);
+        body["messages"] = json!([{"role": "user", "content": prompt.text}]);
+        body
+    }
+
+    fn read_event(&self, data: &str) -> Result<EventMeaning, String> {
+        let value = parse(data)?;
+        let mut meaning = EventMeaning {
+            usage: usage_of(&value),
+            error: error_of(&value),
+            ..EventMeaning::default()
+        };
+        if let Some(choices) = value.get("choices").and_then(Value::as_array) {
+            for choice in choices {
+                let delta = choice.get("delta").or_else(|| choice.get("message"));
+                if let Some(delta) = delta {
+                    let content = text_len(delta.get("content"));
+                    let reasoning = text_len(delta.get("reasoning_content"))
+                        + text_len(delta.get("reasoning"))
+                        + text_len(delta.get("reasoning_details"));
+                    let tools = delta
+                        .get("tool_calls")
+                        .and_then(Value::as_array)
+                        .is_some_and(|calls| !calls.is_empty());
+                    meaning.visible |= content > 0;
+                    meaning.generated |= content > 0 || reasoning > 0 || tools;
+                    meaning.text_chars += content + reasoning;
+                }
+                if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                    meaning.finish_reason = Some(reason.to_string());
+                }
+            }
+        }
+        Ok(meaning)
+    }
+
+    fn read_whole(&self, body: &[u8]) -> Result<WholeResponse, String> {
+        let value: Value =
+            serde_json::from_slice(body).map_err(|err| format!("body is not JSON ({err})"))?;
+        if let Some(error) = error_of(&value) {
+            return Err(error);
+        }
+        let chars = value
+            .get("choices")
+            .and_then(Value::as_array)
+            .map(|choices| {
+                choices
+                    .iter()
+                    .map(|c| text_len(c.get("message").and_then(|m| m.get("content"))))
+                    .sum()
+            })
+            .unwrap_or(0);
+        Ok(WholeResponse {
+            usage: usage_of(&value),
+            text_chars: chars,
+        })
+    }
+}
+
+impl Api for OpenAiCompletions {
+    fn name(&self) -> &'static str {
+        "completions"
+    }
+
+    fn path(&self) -> &'static str {
+        "/v1/completions"
+    }
+
+    fn body(
+        &self,
+        model: &str,
+        prompt: &Prompt,
+        max_tokens: u32,
+        stream: bool,
+        include_usage: bool,
+    ) -> Value {
+        let mut body = common_body(model, max_tokens, stream, include_usage);
+        body["prompt"] = json!(prompt.text);
+        body
+    }
+
+    fn read_event(&self, data: &str) -> Result<EventMeaning, String> {
+        let value = parse(data)?;
+        let mut meaning = EventMeaning {
+            usage: usage_of(&value),
+            error: error_of(&value),
+            ..EventMeaning::default()
+        };
+        if let Some(choices) = value.get("choices").and_then(Value::as_array) {
+            for choice in choices {
+                let chars = text_len(choice.get("text"));
+                meaning.generated |= chars > 0;
+                meaning.visible |= chars > 0;
+                meaning.text_chars += chars;
+                if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                    meaning.finish_reason = Some(reason.to_string());
+                }
+            }
+        }
+        Ok(meaning)
+    }
+
+    fn read_whole(&self, body: &[u8]) -> Result<WholeResponse, String> {
+        let value: Value =
+            serde_json::from_slice(body).map_err(|err| format!("body is not JSON ({err})"))?;
+        if let Some(error) = error_of(&value) {
+            return Err(error);
+        }
+        let chars = value
+            .get("choices")
+            .and_then(Value::as_array)
+            .map(|choices| choices.iter().map(|c| text_len(c.get("text"))).sum())
+            .unwrap_or(0);
+        Ok(WholeResponse {
+            usage: usage_of(&value),
+            text_chars: chars,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(data: &str) -> EventMeaning {
+        OpenAiChat.read_event(data).unwrap()
+    }
+
+    #[test]
+    fn a_role_only_or_empty_first_chunk_is_not_a_token() {
+        // MEASURING 1: vLLM's benchmark counted this chunk as the first token.
+        let role = chat(
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        );
+        assert!(!role.generated);
+        let null = chat(r#"{"choices":[{"index":0,"delta":{"content":null}}]}"#);
+        assert!(!null.generated);
+        let token = chat(r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#);
+        assert!(token.generated && token.visible);
+    }
+
+    #[test]
+    fn reasoning_is_generated_output_but_not_visible() {
+        // MEASURING 2: three spellings of reasoning.
+        for field in [
+            r#""reasoning_content":"let me think""#,
+            r#""reasoning":"let me think""#,
+            r#""reasoning_details":[{"type":"reasoning.text","text":"let me think"}]"#,
+        ] {
+            let meaning = chat(&format!(r#"{{"choices":[{{"delta":{{{field}}}}}]}}"#));
+            assert!(meaning.generated, "{field}");
+            assert!(!meaning.visible, "{field}");
+        }
+        let tool =
+            chat(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}"#);
+        assert!(tool.generated && !tool.visible);
+    }
+
+    #[test]
+    fn usage_in_its_own_chunk_or_inside_the_last_one() {
+        // MEASURING 4: `choices: []` with usage, or usage beside the last text.
+        let own = chat(
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":64,"total_tokens":76}}"#,
+        );
+        assert_eq!(own.usage.unwrap().completion_tokens, Some(64));
+        assert!(!own.generated);
+        let inside = chat(
+            r#"{"choices":[{"delta":{"content":"end"},"finish_reason":"length"}],"usage":{"completion_tokens":64}}"#,
+        );
+        assert!(inside.generated);
+        assert_eq!(inside.finish_reason.as_deref(), Some("length"));
+        assert_eq!(inside.usage.unwrap().completion_tokens, Some(64));
+        let none = chat(r#"{"choices":[{"delta":{"content":"x"}}],"usage":null}"#);
+        assert!(none.usage.is_none());
+    }
+
+    #[test]
+    fn errors_inside_a_200_stream_are_seen() {
+        // MEASURING 6.
+        let error = chat(r#"{"error":{"message":"out of memory","type":"internal"}}"#);
+        assert_eq!(error.error.as_deref(), Some("out of memory"));
+        assert!(OpenAiChat
+            .read_event("{\"choices\": [{\"delta\": {\"content\": \"brok")
+            .is_err());
+        assert!(OpenAiChat.read_event("not json at all").is_err());
+    }
+
+    #[test]
+    fn completions_read_text() {
+        let meaning = OpenAiCompletions
+            .read_event(r#"{"choices":[{"index":0,"text":"two words","finish_reason":null}]}"#)
+            .unwrap();
+        assert!(meaning.generated);
+        assert_eq!(meaning.text_chars, 9);
+    }
+
+    #[test]
+    fn bodies_ask_for_exact_lengths_and_usage() {
+        let prompt = Prompt {
+            text: "hello".into(),
+            tokens: 1,
+        };
+        let body = OpenAiChat.body("m", &prompt, 64, true, true);
+        assert_eq!(body["max_tokens"], 64);
+        assert_eq!(body["ignore_eos"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(body["messages"][0]["content"], "hello");
+        let plain = OpenAiCompletions.body("m", &prompt, 8, true, false);
+        assert!(plain.get("stream_options").is_none());
+        assert_eq!(plain["prompt"], "hello");
+    }
+}

@@ -1,0 +1,490 @@
+//! Sending one request and timing its stream.
+//!
+//! The start is taken just before the request is handed to the HTTP client; each event is timed
+//! by the read that brought its first byte (see [`super::sse`]). A request that does not finish
+//! cleanly is a failure with a kind, never a success with fewer tokens. One `reqwest::Client`
+//! (HTTP/1.1, TCP_NODELAY, a pool as large as the concurrency, no retries) serves all requests.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::api::{Api, Prompt, Usage};
+use super::record::{CountSource, FailureKind, Phase, RequestRecord};
+use super::sse::{SseDecoder, SseEvent};
+
+/// Everything requests share.
+pub struct Endpoint {
+    pub base: String,
+    pub api: Arc<dyn Api>,
+    pub model: String,
+    /// Sent as a bearer token; never written anywhere.
+    api_key: Option<String>,
+    pub stream: bool,
+    /// Ask for usage in the stream (cleared if the server refuses `stream_options`).
+    include_usage: AtomicBool,
+    pub timeout: Duration,
+    pub idle_timeout: Duration,
+    client: reqwest::Client,
+}
+
+impl Endpoint {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        base: &str,
+        api: Arc<dyn Api>,
+        model: &str,
+        api_key: Option<String>,
+        stream: bool,
+        timeout: Duration,
+        idle_timeout: Duration,
+        pool: usize,
+    ) -> anyhow::Result<Endpoint> {
+        // rustls needs a crypto provider before the first client; installing twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .http1_only()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(pool.max(1))
+            .connect_timeout(timeout.min(Duration::from_secs(30)))
+            .build()?;
+        Ok(Endpoint {
+            base: base.trim_end_matches('/').to_string(),
+            api,
+            model: model.to_string(),
+            api_key,
+            stream,
+            include_usage: AtomicBool::new(true),
+            timeout,
+            idle_timeout,
+            client,
+        })
+    }
+
+    /// Whether the server accepted `stream_options` (false after it refused it once).
+    pub fn usage_requested(&self) -> bool {
+        self.include_usage.load(Ordering::Relaxed)
+    }
+
+    fn url(&self) -> String {
+        let path = self.api.path();
+        // A base that already ends in /v1 must not become /v1/v1.
+        match self.base.strip_suffix("/v1") {
+            Some(root) => format!("{root}{path}"),
+            None => format!("{}{path}", self.base),
+        }
+    }
+}
+
+/// What one request measured, before it is filed under a step.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub start: Instant,
+    pub record: RequestRecord,
+}
+
+struct Failure {
+    kind: FailureKind,
+    status: Option<u16>,
+    message: String,
+}
+
+fn fail(kind: FailureKind, message: impl Into<String>) -> Failure {
+    Failure {
+        kind,
+        status: None,
+        message: message.into(),
+    }
+}
+
+/// Sends `prompt` asking for `max_tokens`, and measures it.
+pub async fn send(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Measured {
+    let mut retried_without_usage = false;
+    loop {
+        let include_usage = endpoint.stream && endpoint.usage_requested();
+        let body = endpoint.api.body(
+            &endpoint.model,
+            prompt,
+            max_tokens,
+            endpoint.stream,
+            include_usage,
+        );
+        let mut builder = endpoint
+            .client
+            .post(endpoint.url())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        if let Some(key) = &endpoint.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let start = Instant::now();
+        let deadline = start + endpoint.timeout;
+        let sent = tokio::time::timeout_at(deadline.into(), builder.send()).await;
+        let response = match sent {
+            Err(_) => {
+                return failed(
+                    start,
+                    fail(FailureKind::Timeout, "no response before the deadline"),
+                    prompt,
+                )
+            }
+            Ok(Err(err)) => {
+                return failed(
+                    start,
+                    fail(FailureKind::Connect, transport_message(&err)),
+                    prompt,
+                );
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let text = read_text(response, deadline).await;
+            // Some servers answer `stream_options` with 400: retry once without, remember it.
+            if status.as_u16() == 400 && include_usage && !retried_without_usage {
+                endpoint.include_usage.store(false, Ordering::Relaxed);
+                retried_without_usage = true;
+                continue;
+            }
+            return failed(
+                start,
+                Failure {
+                    kind: FailureKind::Http,
+                    status: Some(status.as_u16()),
+                    message: format!(
+                        "HTTP {}: {}",
+                        status.as_u16(),
+                        text.chars().take(300).collect::<String>()
+                    ),
+                },
+                prompt,
+            );
+        }
+        return if endpoint.stream {
+            read_stream(endpoint, response, start, deadline, prompt).await
+        } else {
+            read_whole(endpoint, response, start, deadline, prompt).await
+        };
+    }
+}
+
+/// The error's description without anything that could carry a secret (reqwest puts the URL in
+/// its messages; ours has none, but the probe does not rely on that).
+fn transport_message(err: &reqwest::Error) -> String {
+    let kind = if err.is_connect() {
+        "cannot connect"
+    } else if err.is_timeout() {
+        "timed out"
+    } else if err.is_body() || err.is_decode() {
+        "connection broke while reading"
+    } else {
+        "request failed"
+    };
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(err);
+    let mut detail = String::new();
+    while let Some(cause) = source {
+        detail = cause.to_string();
+        source = cause.source();
+    }
+    if detail.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}: {detail}")
+    }
+}
+
+async fn read_text(response: reqwest::Response, deadline: Instant) -> String {
+    match tokio::time::timeout_at(deadline.into(), response.bytes()).await {
+        Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        _ => String::new(),
+    }
+}
+
+fn failed(start: Instant, failure: Failure, prompt: &Prompt) -> Measured {
+    let e2e = start.elapsed().as_secs_f64();
+    Measured {
+        start,
+        record: RequestRecord {
+            step: 0,
+            concurrency: 0,
+            phase: Phase::Measured,
+            start_s: 0.0,
+            ok: false,
+            error_kind: Some(failure.kind),
+            http_status: failure.status,
+            error: Some(failure.message),
+            ttft_s: None,
+            ttft_visible_s: None,
+            tpot_s: None,
+            e2e_s: e2e,
+            input_tokens: prompt.tokens,
+            input_tokens_from: CountSource::Requested,
+            output_tokens: 0,
+            output_tokens_from: CountSource::Chunks,
+            chunks: 0,
+            itl_mean_s: None,
+            itl_max_s: None,
+            itl_s: Vec::new(),
+            streamed: true,
+        },
+    }
+}
+
+/// One generated chunk: when it arrived and how much text it carried.
+struct Chunk {
+    at: Instant,
+    chars: usize,
+}
+
+async fn read_stream(
+    endpoint: &Endpoint,
+    mut response: reqwest::Response,
+    start: Instant,
+    deadline: Instant,
+    prompt: &Prompt,
+) -> Measured {
+    let is_event_stream = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut decoder = SseDecoder::new();
+    let mut events: Vec<SseEvent> = Vec::new();
+    let mut chunks: Vec<Chunk> = Vec::new();
+    let mut first_visible: Option<Instant> = None;
+    let mut usage = Usage::default();
+    let mut done = false;
+    let mut end = start;
+    let mut failure: Option<Failure> = None;
+
+    'reading: while !done {
+        let idle_until = (Instant::now() + endpoint.idle_timeout).min(deadline);
+        let read = tokio::time::timeout_at(idle_until.into(), response.chunk()).await;
+        let bytes = match read {
+            Err(_) if Instant::now() >= deadline => {
+                failure = Some(fail(
+                    FailureKind::Timeout,
+                    "the request's deadline passed mid-stream",
+                ));
+                break;
+            }
+            Err(_) => {
+                failure = Some(fail(
+                    FailureKind::Idle,
+                    format!("no byte for {:.1} s", endpoint.idle_timeout.as_secs_f64()),
+                ));
+                break;
+            }
+            Ok(Err(err)) => {
+                failure = Some(fail(FailureKind::Reset, transport_message(&err)));
+                break;
+            }
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(bytes))) => bytes,
+        };
+        let now = Instant::now();
+        end = now;
+        events.clear();
+        decoder.feed(&bytes, now, &mut events);
+        for event in events.drain(..) {
+            if event.data.trim() == "[DONE]" {
+                done = true;
+                // Servers may keep the connection open after [DONE]; we are finished.
+                continue 'reading;
+            }
+            if event.event.as_deref() == Some("error") {
+                failure = Some(fail(
+                    FailureKind::StreamError,
+                    format!("error event: {}", clip(&event.data)),
+                ));
+                break 'reading;
+            }
+            let meaning = match endpoint.api.read_event(&event.data) {
+                Ok(meaning) => meaning,
+                Err(problem) => {
+                    failure = Some(fail(
+                        FailureKind::StreamError,
+                        format!("{problem}: {}", clip(&event.data)),
+                    ));
+                    break 'reading;
+                }
+            };
+            if let Some(error) = meaning.error {
+                failure = Some(fail(
+                    FailureKind::StreamError,
+                    format!("error in the stream: {}", clip(&error)),
+                ));
+                break 'reading;
+            }
+            if let Some(reported) = meaning.usage {
+                // Running totals: the last report is the total.
+                usage.prompt_tokens = reported.prompt_tokens.or(usage.prompt_tokens);
+                usage.completion_tokens = reported.completion_tokens.or(usage.completion_tokens);
+            }
+            if meaning.generated {
+                chunks.push(Chunk {
+                    at: event.first_byte_at,
+                    chars: meaning.text_chars.max(1),
+                });
+            }
+            if meaning.visible && first_visible.is_none() {
+                first_visible = Some(event.first_byte_at);
+            }
+        }
+    }
+
+    if failure.is_none() && !done {
+        failure = Some(if !is_event_stream && chunks.is_empty() {
+            fail(
+                FailureKind::StreamError,
+                "the response is not an event stream",
+            )
+        } else if decoder.has_partial() {
+            fail(
+                FailureKind::Truncated,
+                "the stream ended in the middle of an event",
+            )
+        } else if chunks.is_empty() {
+            fail(FailureKind::Truncated, "the stream ended without any event")
+        } else {
+            fail(FailureKind::Truncated, "the stream ended without [DONE]")
+        });
+    }
+    if let Some(failure) = failure {
+        let mut measured = failed(start, failure, prompt);
+        measured.record.chunks = chunks.len() as u32;
+        measured.record.ttft_s = chunks
+            .first()
+            .map(|c| c.at.duration_since(start).as_secs_f64());
+        return measured;
+    }
+
+    let (output_tokens, output_from) = match usage.completion_tokens {
+        Some(tokens) => (tokens, CountSource::Usage),
+        None => (chunks.len() as u32, CountSource::Chunks),
+    };
+    let (input_tokens, input_from) = match usage.prompt_tokens {
+        Some(tokens) => (tokens, CountSource::Usage),
+        None => (prompt.tokens, CountSource::Requested),
+    };
+    let e2e = end.duration_since(start).as_secs_f64();
+    let ttft = chunks
+        .first()
+        .map(|c| c.at.duration_since(start).as_secs_f64());
+    let itl = inter_token_latencies(&chunks, output_tokens);
+    let itl_mean = (!itl.is_empty()).then(|| itl.iter().sum::<f64>() / itl.len() as f64);
+    let itl_max = itl.iter().copied().reduce(f64::max);
+    Measured {
+        start,
+        record: RequestRecord {
+            step: 0,
+            concurrency: 0,
+            phase: Phase::Measured,
+            start_s: 0.0,
+            ok: true,
+            error_kind: None,
+            http_status: None,
+            error: None,
+            ttft_s: ttft,
+            ttft_visible_s: first_visible.map(|t| t.duration_since(start).as_secs_f64()),
+            tpot_s: RequestRecord::tpot_of(e2e, ttft, output_tokens),
+            e2e_s: e2e,
+            input_tokens,
+            input_tokens_from: input_from,
+            output_tokens,
+            output_tokens_from: output_from,
+            chunks: chunks.len() as u32,
+            itl_mean_s: itl_mean,
+            itl_max_s: itl_max,
+            itl_s: itl,
+            streamed: true,
+        },
+    }
+}
+
+/// Gaps between consecutive generated chunks, each divided by the tokens in the later chunk.
+/// Tokens per chunk are the request's token count shared by characters (exact when a server
+/// sends one token per chunk: then every chunk gets one).
+fn inter_token_latencies(chunks: &[Chunk], tokens: u32) -> Vec<f64> {
+    if chunks.len() < 2 {
+        return Vec::new();
+    }
+    let one_per_chunk = tokens as usize == chunks.len();
+    let total_chars: usize = chunks.iter().map(|c| c.chars).sum();
+    chunks
+        .windows(2)
+        .map(|pair| {
+            let gap = pair[1].at.duration_since(pair[0].at).as_secs_f64();
+            let share = if one_per_chunk || total_chars == 0 {
+                1.0
+            } else {
+                (f64::from(tokens) * pair[1].chars as f64 / total_chars as f64).max(1.0)
+            };
+            gap / share
+        })
+        .collect()
+}
+
+async fn read_whole(
+    endpoint: &Endpoint,
+    response: reqwest::Response,
+    start: Instant,
+    deadline: Instant,
+    prompt: &Prompt,
+) -> Measured {
+    let body = match tokio::time::timeout_at(deadline.into(), response.bytes()).await {
+        Err(_) => {
+            return failed(
+                start,
+                fail(FailureKind::Timeout, "no whole body before the deadline"),
+                prompt,
+            )
+        }
+        Ok(Err(err)) => {
+            return failed(
+                start,
+                fail(FailureKind::Reset, transport_message(&err)),
+                prompt,
+            )
+        }
+        Ok(Ok(body)) => body,
+    };
+    let e2e = start.elapsed().as_secs_f64();
+    match endpoint.api.read_whole(&body) {
+        Err(problem) => failed(
+            start,
+            fail(FailureKind::StreamError, clip(&problem)),
+            prompt,
+        ),
+        Ok(whole) => {
+            let usage = whole.usage.unwrap_or_default();
+            let (output_tokens, output_from) = match usage.completion_tokens {
+                Some(tokens) => (tokens, CountSource::Usage),
+                None => (0, CountSource::Chunks),
+            };
+            let mut measured = failed(start, fail(FailureKind::Http, ""), prompt);
+            let record = &mut measured.record;
+            record.ok = true;
+            record.error_kind = None;
+            record.error = None;
+            record.e2e_s = e2e;
+            record.output_tokens = output_tokens;
+            record.output_tokens_from = output_from;
+            if let Some(tokens) = usage.prompt_tokens {
+                record.input_tokens = tokens;
+                record.input_tokens_from = CountSource::Usage;
+            }
+            record.streamed = false;
+            measured
+        }
+    }
+}
+
+fn clip(text: &str) -> String {
+    let clipped: String = text.chars().take(200).collect();
+    if clipped.len() < text.len() {
+        format!("{clipped}…")
+    } else {
+        clipped
+    }
+}

@@ -1,0 +1,13 @@
+//! Measuring a real endpoint: requests, streams, load, search for C*, and the run on disk.
+
+pub mod api;
+pub mod client;
+pub mod prompts;
+pub mod record;
+pub mod run;
+pub mod run_dir;
+pub mod search;
+pub mod selfcheck;
+pub mod sse;
+pub mod step;
+pub mod verdict;

@@ -1,0 +1,364 @@
+//! A whole probe: set up the endpoint, prompts and run folder, search for C*, write it all down.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::api::{Api, OpenAiChat, OpenAiCompletions};
+use super::client::Endpoint;
+use super::prompts::{read_dataset, PromptSource};
+use super::run_dir;
+use super::search::{bracket, next_level, Bracket, Ramp};
+use super::step::{run_step, ProbeContext, StepSpec, StepSummary};
+use super::verdict::{min_samples, Verdict};
+use crate::error::InputError;
+use crate::slo::Slo;
+use crate::workload::{ThinkTime, TokenLengths};
+
+/// What is being probed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Target {
+    /// A real endpoint.
+    Url { url: String },
+    /// capplan's simulated engine, started in-process, running `time_scale`× fast, with
+    /// `faults` (`KIND:FRACTION`) injected.
+    Sim {
+        time_scale: f64,
+        faults: Vec<String>,
+    },
+}
+
+/// Where prompts come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Input {
+    Synthetic { tokens: TokenLengths },
+    Dataset { path: PathBuf },
+}
+
+/// The layout behind the endpoint, as the user describes it (for the capacity point).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayoutInfo {
+    pub model: String,
+    pub card: String,
+    pub tp: u32,
+    pub cards_per_node: Option<u32>,
+    pub instances_per_node: u32,
+    pub interconnect: String,
+}
+
+/// Everything that defines a run; stored in `run.json` so `--resume` needs nothing else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeConfig {
+    pub target: Target,
+    /// `chat` or `completions`.
+    pub api: String,
+    /// The model name sent in requests.
+    pub served_model: String,
+    pub stream: bool,
+    pub layout: LayoutInfo,
+    pub slo: Slo,
+    pub e2e_limit_s: Option<f64>,
+    pub max_error_rate: f64,
+    pub input: Input,
+    pub output_tokens: TokenLengths,
+    pub think_time: ThinkTime,
+    pub ramp: Ramp,
+    /// Requests discarded at the start of each step; `None`: as many as the concurrency (≥ 5).
+    pub warmup: Option<usize>,
+    /// Requests counted per judgement; `None`: 2 × concurrency, 50..=500.
+    pub window: Option<usize>,
+    pub timeout_s: f64,
+    pub idle_timeout_s: f64,
+    /// The environment variable holding the API key (the key itself is never stored).
+    pub api_key_env: Option<String>,
+    pub seed: u64,
+    /// The command line, for the record.
+    pub command: Vec<String>,
+}
+
+impl ProbeConfig {
+    fn api(&self) -> Result<Arc<dyn Api>, InputError> {
+        match self.api.as_str() {
+            "chat" => Ok(Arc::new(OpenAiChat)),
+            "completions" => Ok(Arc::new(OpenAiCompletions)),
+            other => Err(InputError::value(format!(
+                "unknown API '{other}': use chat or completions"
+            ))),
+        }
+    }
+
+    fn step_spec(&self, step: u32, concurrency: u32) -> StepSpec {
+        let c = concurrency as usize;
+        // Enough for a finite confidence interval of the percentile asked (half again, so the
+        // first judgement is usually decisive), and two requests per user.
+        let needed = min_samples(self.slo.percentile) * 3 / 2;
+        let batch = self
+            .window
+            .unwrap_or((2 * c).clamp(50, 500).max(needed))
+            .max(1);
+        StepSpec {
+            step,
+            concurrency,
+            warmup: self.warmup.unwrap_or(c.max(5)),
+            batch,
+            max_counted: 4 * batch,
+        }
+    }
+}
+
+/// What a probe found, for people and programs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeReport {
+    pub run_dir: PathBuf,
+    pub status: String,
+    pub config: ProbeConfig,
+    pub steps: Vec<StepSummary>,
+    pub result: Bracket,
+    /// Why the first failing level failed.
+    pub limit: String,
+    /// Wall seconds the server was under load, and requests sent, over the whole run.
+    pub server_seconds: f64,
+    pub requests_sent: usize,
+    /// Steps whose client was possibly the bottleneck.
+    pub client_flagged_steps: Vec<u32>,
+    /// False when the server refused `stream_options` and token counts came from chunks.
+    pub usage_from_server: bool,
+    pub notes: Vec<String>,
+}
+
+/// New run folder under `out`, or continue the run in `resume`.
+pub enum RunFolder {
+    New { out: PathBuf },
+    Resume { dir: PathBuf },
+}
+
+/// Reads a run's configuration back (for `--resume`).
+pub fn load_config(dir: &Path) -> Result<ProbeConfig, InputError> {
+    let path = dir.join(run_dir::RUN_FILE);
+    let location = path.display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|err| {
+        InputError::file(
+            &location,
+            format!("cannot read ({err}); --resume takes a run folder"),
+        )
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|err| InputError::file(&location, err.to_string()))?;
+    serde_json::from_value(value["config"].clone())
+        .map_err(|err| InputError::file(&location, format!("config: {err}")))
+}
+
+fn run_json(config: &ProbeConfig, status: &str, report: Option<&ProbeReport>) -> serde_json::Value {
+    let mut value = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "kind": "probe",
+        "status": status,
+        "config": config,
+        "time_scale": match config.target { Target::Sim { time_scale, .. } => time_scale, Target::Url { .. } => 1.0 },
+        "durations": "seconds of the server's time (an in-process simulator's engine time)",
+    });
+    if let Some(report) = report {
+        value["result"] = serde_json::json!({
+            "c_star": report.result.c_star,
+            "last_pass": report.result.last_pass,
+            "first_fail": report.result.first_fail,
+            "limit": report.limit,
+            "server_seconds": report.server_seconds,
+            "requests_sent": report.requests_sent,
+            "usage_from_server": report.usage_from_server,
+        });
+        value["client_self_check"] = serde_json::json!({
+            "flagged_steps": report.client_flagged_steps,
+            "steps": report.steps.iter().map(|s| serde_json::json!({
+                "step": s.step, "concurrency": s.concurrency, "check": s.client
+            })).collect::<Vec<_>>(),
+        });
+    }
+    value
+}
+
+/// Runs (or resumes) a probe against `base_url`. `progress` draws a bar on a terminal.
+pub async fn run_probe(
+    config: ProbeConfig,
+    base_url: &str,
+    folder: RunFolder,
+    progress: bool,
+) -> anyhow::Result<ProbeReport> {
+    let api = config.api()?;
+    let api_key = match &config.api_key_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            InputError::value(format!("--api-key-env names {var}, which is not set"))
+        })?),
+        None => None,
+    };
+    let prompts = match &config.input {
+        Input::Synthetic { tokens } => PromptSource::Synthetic {
+            input: tokens.clone(),
+        },
+        Input::Dataset { path } => PromptSource::Dataset {
+            entries: read_dataset(path)?,
+        },
+    };
+    let max_concurrency = match &config.ramp {
+        Ramp::Auto { max, .. } => *max,
+        Ramp::Fixed(levels) => levels.iter().copied().max().unwrap_or(1),
+    };
+    let endpoint = Endpoint::new(
+        base_url,
+        api,
+        &config.served_model,
+        api_key,
+        config.stream,
+        Duration::from_secs_f64(config.timeout_s),
+        Duration::from_secs_f64(config.idle_timeout_s),
+        max_concurrency as usize,
+    )?;
+    let time_scale = match config.target {
+        Target::Sim { time_scale, .. } => time_scale,
+        Target::Url { .. } => 1.0,
+    };
+
+    let dir = match folder {
+        RunFolder::New { out } => run_dir::create(
+            &out,
+            &config.layout.model,
+            &config.layout.card,
+            config.layout.tp,
+        )
+        .map_err(|err| {
+            anyhow::anyhow!("cannot create a run folder under {}: {err}", out.display())
+        })?,
+        RunFolder::Resume { dir } => dir,
+    };
+    run_dir::write_run_json(&dir, &run_json(&config, "running", None))?;
+    let (sink, writer) = run_dir::spawn_request_log(&dir)?;
+
+    // Steps already recorded (resume) are replayed, not measured again.
+    let mut verdicts: BTreeMap<u32, Verdict> = BTreeMap::new();
+    let mut server_seconds = 0.0;
+    let mut requests_sent = 0usize;
+    let mut step_number = 0u32;
+    for (concurrency, verdict, seconds, sent) in run_dir::read_step_verdicts(&dir)? {
+        let verdict = match verdict.as_str() {
+            "pass" => Verdict::Pass,
+            "fail" => Verdict::Fail,
+            _ => Verdict::Inconclusive,
+        };
+        verdicts.insert(concurrency, verdict);
+        server_seconds += seconds;
+        requests_sent += sent;
+        step_number += 1;
+    }
+    let replayed = step_number;
+
+    let ctx = Arc::new(ProbeContext {
+        endpoint: Arc::new(endpoint),
+        prompts: Arc::new(prompts),
+        output_tokens: config.output_tokens.clone(),
+        think_time: config.think_time,
+        slo: config.slo,
+        e2e_limit: config.e2e_limit_s,
+        max_error_rate: config.max_error_rate,
+        run_tag: format!("r{}", run_dir::utc_stamp(std::time::SystemTime::now())),
+        seed: config.seed.wrapping_add(u64::from(replayed)),
+        run_start: Instant::now(),
+        time_scale,
+        sink,
+    });
+
+    let bar = progress.then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
+    let mut steps: Vec<StepSummary> = Vec::new();
+    let search = async {
+        while let Some(concurrency) = next_level(&config.ramp, &verdicts) {
+            if let Some(bar) = &bar {
+                bar.set_message(format!(
+                    "step {step_number}: {concurrency} users (C* so far ≥ {})",
+                    bracket(&verdicts).last_pass
+                ));
+            }
+            let summary = run_step(&ctx, config.step_spec(step_number, concurrency)).await;
+            run_dir::append_step(&dir, &summary)?;
+            let verdict = match summary.verdict.verdict {
+                Verdict::Pass => Verdict::Pass,
+                // Still unsure after the largest sample: never claim the capacity.
+                _ => Verdict::Fail,
+            };
+            verdicts.insert(concurrency, verdict);
+            server_seconds += summary.server_seconds;
+            requests_sent += summary.sent;
+            step_number += 1;
+            steps.push(summary);
+        }
+        Ok::<_, anyhow::Error>(())
+    };
+    let interrupted = tokio::select! {
+        result = search => { result?; false }
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+
+    let found = bracket(&verdicts);
+    let limit = steps
+        .iter()
+        .find(|s| Some(s.concurrency) == found.first_fail)
+        .map(|s| s.verdict.explain())
+        .unwrap_or_else(|| match found.first_fail {
+            Some(_) => "recorded in an earlier session of this run".to_string(),
+            None => format!("no level up to {max_concurrency} failed"),
+        });
+    let mut notes = Vec::new();
+    if replayed > 0 {
+        notes.push(format!(
+            "resumed: {replayed} step(s) replayed from steps.csv"
+        ));
+    }
+    if !config.stream {
+        notes
+            .push("non-streaming: TTFT is not observable; the TTFT limit was judged on E2E".into());
+    }
+    if time_scale != 1.0 {
+        notes.push(format!(
+            "simulated engine at {time_scale}× speed: durations are engine seconds"
+        ));
+    }
+    let status = if interrupted {
+        "interrupted"
+    } else {
+        "finished"
+    };
+    let report = ProbeReport {
+        run_dir: dir.clone(),
+        status: status.into(),
+        config: config.clone(),
+        client_flagged_steps: steps
+            .iter()
+            .filter(|s| s.client.bottleneck)
+            .map(|s| s.step)
+            .collect(),
+        usage_from_server: ctx.endpoint.usage_requested(),
+        steps,
+        result: found,
+        limit,
+        server_seconds,
+        requests_sent,
+        notes,
+    };
+    drop(ctx);
+    // Every request that finished is on disk before the run says so.
+    writer
+        .await
+        .map_err(|err| anyhow::anyhow!("request log: {err}"))??;
+    run_dir::write_run_json(&dir, &run_json(&config, status, Some(&report)))?;
+    Ok(report)
+}

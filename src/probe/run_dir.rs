@@ -1,0 +1,250 @@
+//! A probe run on disk: `measurements/<model>/<card>-tp<T>/<UTC timestamp>/` with `run.json`,
+//! `steps.csv` (a row per finished step) and `requests.ndjson` (a line per finished request,
+//! written and flushed the moment it finishes, so a crash or Ctrl-C loses nothing that
+//! finished), and `requests.parquet` made from it at the end.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+
+use super::record::{FailureKind, RequestRecord};
+use super::step::StepSummary;
+use crate::stats::Summary;
+
+pub const RUN_FILE: &str = "run.json";
+pub const STEPS_FILE: &str = "steps.csv";
+pub const REQUESTS_FILE: &str = "requests.ndjson";
+pub const PARQUET_FILE: &str = "requests.parquet";
+
+/// `20261123T013512Z`.
+pub fn utc_stamp(at: SystemTime) -> String {
+    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rest / 3600,
+        (rest % 3600) / 60,
+        rest % 60
+    )
+}
+
+/// A new run folder under `out` (fails rather than reuse an existing one).
+pub fn create(out: &Path, model: &str, card: &str, tp: u32) -> std::io::Result<PathBuf> {
+    let base = out.join(model).join(format!("{card}-tp{tp}"));
+    std::fs::create_dir_all(&base)?;
+    let stamp = utc_stamp(SystemTime::now());
+    for attempt in 0..100 {
+        let name = if attempt == 0 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{attempt}")
+        };
+        let dir = base.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(std::io::Error::other(
+        "could not find a free run folder name",
+    ))
+}
+
+/// Appends every record it receives to `requests.ndjson`, one flushed line each. Returns when
+/// the senders are gone.
+pub fn spawn_request_log(
+    dir: &Path,
+) -> std::io::Result<(
+    mpsc::UnboundedSender<RequestRecord>,
+    tokio::task::JoinHandle<std::io::Result<u64>>,
+)> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(REQUESTS_FILE))?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<RequestRecord>();
+    let handle = tokio::task::spawn_blocking(move || {
+        let mut written = 0;
+        while let Some(record) = rx.blocking_recv() {
+            let mut line = serde_json::to_string(&record).map_err(std::io::Error::other)?;
+            line.push('\n');
+            // One write per line: a reader never sees half a record from a live run, and a
+            // killed process leaves every line it finished.
+            file.write_all(line.as_bytes())?;
+            file.flush()?;
+            written += 1;
+        }
+        Ok(written)
+    });
+    Ok((tx, handle))
+}
+
+/// Reads back `requests.ndjson`, skipping a torn last line (a crash mid-write).
+pub fn read_requests(dir: &Path) -> std::io::Result<Vec<RequestRecord>> {
+    let file = File::open(dir.join(REQUESTS_FILE))?;
+    let mut records = Vec::new();
+    for line in BufReader::new(file).lines() {
+        let line = line?;
+        if let Ok(record) = serde_json::from_str(&line) {
+            records.push(record);
+        }
+    }
+    Ok(records)
+}
+
+const STAT_COLUMNS: [&str; 5] = ["mean", "p50", "p90", "p95", "p99"];
+
+fn header() -> Vec<String> {
+    let mut columns: Vec<String> = ["step", "concurrency", "requests", "failures"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for kind in FailureKind::ALL {
+        columns.push(format!("failures_{}", kind.name()));
+    }
+    for metric in ["ttft", "tpot", "itl", "e2e"] {
+        for stat in STAT_COLUMNS {
+            columns.push(format!("{metric}_{stat}_s"));
+        }
+    }
+    for tail in [
+        "output_tok_per_s",
+        "requests_per_s",
+        "verdict",
+        "stopped_early",
+        "sent",
+        "server_s",
+        "client_lag_p99_ms",
+        "client_cpu_cores",
+        "client_bottleneck",
+    ] {
+        columns.push(tail.to_string());
+    }
+    columns
+}
+
+fn stats(summary: &Option<Summary>) -> Vec<String> {
+    match summary {
+        Some(s) => [s.mean, s.p50, s.p90, s.p95, s.p99]
+            .iter()
+            .map(|v| format!("{v:.6}"))
+            .collect(),
+        None => vec![String::new(); 5],
+    }
+}
+
+/// Appends one step to `steps.csv` (writing the header first if the file is new).
+pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
+    let path = dir.join(STEPS_FILE);
+    let new = !path.exists();
+    let file = OpenOptions::new().create(true).append(true).open(&path)?;
+    let mut writer = csv::Writer::from_writer(file);
+    if new {
+        writer
+            .write_record(header())
+            .map_err(std::io::Error::other)?;
+    }
+    let mut row = vec![
+        step.step.to_string(),
+        step.concurrency.to_string(),
+        step.requests.to_string(),
+        step.failures.to_string(),
+    ];
+    for kind in FailureKind::ALL {
+        let n = step
+            .failures_by_kind
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |(_, n)| *n);
+        row.push(n.to_string());
+    }
+    for summary in [&step.ttft, &step.tpot, &step.itl, &step.e2e] {
+        row.extend(stats(summary));
+    }
+    row.extend([
+        format!("{:.3}", step.output_tokens_per_s),
+        format!("{:.4}", step.requests_per_s),
+        serde_json::to_value(step.verdict.verdict)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+        step.stopped_early.to_string(),
+        step.sent.to_string(),
+        format!("{:.3}", step.server_seconds),
+        format!("{:.2}", step.client.loop_lag_p99_ms),
+        format!("{:.3}", step.client.cpu_cores),
+        step.client.bottleneck.to_string(),
+    ]);
+    writer.write_record(row).map_err(std::io::Error::other)?;
+    writer.flush()
+}
+
+/// The steps a run recorded: (concurrency, verdict, server seconds, sent), for `--resume`.
+pub fn read_step_verdicts(dir: &Path) -> std::io::Result<Vec<(u32, String, f64, usize)>> {
+    let path = dir.join(STEPS_FILE);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut reader = csv::Reader::from_path(&path).map_err(std::io::Error::other)?;
+    let headers = reader.headers().map_err(std::io::Error::other)?.clone();
+    let column = |name: &str| headers.iter().position(|h| h == name);
+    let (Some(c), Some(v), Some(s), Some(n)) = (
+        column("concurrency"),
+        column("verdict"),
+        column("server_s"),
+        column("sent"),
+    ) else {
+        return Err(std::io::Error::other("steps.csv lacks its columns"));
+    };
+    let mut steps = Vec::new();
+    for row in reader.records() {
+        let row = row.map_err(std::io::Error::other)?;
+        let parse = |i: usize| row.get(i).unwrap_or("").to_string();
+        steps.push((
+            parse(c).parse().unwrap_or(0),
+            parse(v),
+            parse(s).parse().unwrap_or(0.0),
+            parse(n).parse().unwrap_or(0),
+        ));
+    }
+    Ok(steps)
+}
+
+/// Writes `run.json` atomically (temporary file, then rename).
+pub fn write_run_json(dir: &Path, value: &serde_json::Value) -> std::io::Result<()> {
+    let tmp = dir.join(".run.json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_string_pretty(value).map_err(std::io::Error::other)? + "\n",
+    )?;
+    std::fs::rename(tmp, dir.join(RUN_FILE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_utc() {
+        // 2026-11-23 01:35:12 UTC = 1795397712 s.
+        let at = UNIX_EPOCH + std::time::Duration::from_secs(1_795_397_712);
+        assert_eq!(utc_stamp(at), "20261123T013512Z");
+        assert_eq!(utc_stamp(UNIX_EPOCH), "19700101T000000Z");
+        let leap = UNIX_EPOCH + std::time::Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(utc_stamp(leap), "20000229T000000Z");
+    }
+}

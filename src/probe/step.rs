@@ -1,0 +1,317 @@
+//! One step of a probe: C closed-loop users against the endpoint until the step is judged.
+//!
+//! The first requests warm up (written, not counted). Then a window of requests is counted; the
+//! load is held while the last counted request finishes (later requests are written as `tail`),
+//! so neither the start nor the end of the window runs at lower concurrency. The step is judged
+//! on its counted requests: an inconclusive verdict asks for another batch of requests (up to a
+//! cap); a clear failure — the SLO confidently broken — ends the step early.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::Serialize;
+use tokio::sync::{mpsc, Notify};
+
+use super::client::{send, Endpoint};
+use super::prompts::PromptSource;
+use super::record::{FailureKind, Phase, RequestRecord};
+use super::selfcheck::{ClientCheck, Watch};
+use super::verdict::{judge, Samples, StepVerdict, Verdict};
+use crate::slo::Slo;
+use crate::stats::Summary;
+use crate::workload::{ThinkTime, TokenLengths};
+
+/// What a probe keeps constant across steps.
+pub struct ProbeContext {
+    pub endpoint: Arc<Endpoint>,
+    pub prompts: Arc<PromptSource>,
+    pub output_tokens: TokenLengths,
+    pub think_time: ThinkTime,
+    pub slo: Slo,
+    pub e2e_limit: Option<f64>,
+    pub max_error_rate: f64,
+    pub run_tag: String,
+    pub seed: u64,
+    pub run_start: Instant,
+    /// Durations are multiplied by this (an in-process simulator running F× fast reports in
+    /// engine seconds); 1 for a real endpoint.
+    pub time_scale: f64,
+    /// Every finished request goes here at once (the run's append-only log).
+    pub sink: mpsc::UnboundedSender<RequestRecord>,
+}
+
+/// How one step runs.
+#[derive(Debug, Clone, Copy)]
+pub struct StepSpec {
+    pub step: u32,
+    pub concurrency: u32,
+    pub warmup: usize,
+    /// Requests counted before the first judgement; an inconclusive step adds this many again.
+    pub batch: usize,
+    pub max_counted: usize,
+}
+
+/// A step's statistics and verdict (one row of `steps.csv`).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepSummary {
+    pub step: u32,
+    pub concurrency: u32,
+    pub requests: usize,
+    pub failures: usize,
+    pub failures_by_kind: Vec<(FailureKind, usize)>,
+    pub ttft: Option<Summary>,
+    pub tpot: Option<Summary>,
+    pub itl: Option<Summary>,
+    pub e2e: Option<Summary>,
+    pub output_tokens_per_s: f64,
+    pub requests_per_s: f64,
+    pub verdict: StepVerdict,
+    pub stopped_early: bool,
+    /// Requests sent in the step, all phases.
+    pub sent: usize,
+    /// Wall seconds of load on the server.
+    pub server_seconds: f64,
+    pub client: ClientCheck,
+}
+
+/// The step's workers; dropping it (a Ctrl-C drops the step) stops them, so nothing keeps
+/// sending and the request log can close.
+struct Workers(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for worker in &self.0 {
+            worker.abort();
+        }
+    }
+}
+
+/// Runs one step and judges it.
+pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
+    let watch = Watch::start();
+    let started = Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let target = Arc::new(AtomicUsize::new(spec.batch));
+    // Counted slots handed out so far: a worker claims one against the current target, so a
+    // target raised later (an inconclusive step) is filled exactly, whatever the timing.
+    let claimed = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::new(Notify::new());
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<RequestRecord>();
+
+    let mut workers = Workers(Vec::new());
+    for worker in 0..spec.concurrency {
+        let ctx = ctx.clone();
+        let (next, target, claimed, stop, stopped, done_tx) = (
+            next.clone(),
+            target.clone(),
+            claimed.clone(),
+            stop.clone(),
+            stopped.clone(),
+            done_tx.clone(),
+        );
+        workers.0.push(tokio::spawn(async move {
+            let mut rng =
+                StdRng::seed_from_u64(ctx.seed ^ (u64::from(spec.step) << 32) ^ u64::from(worker));
+            while !stop.load(Ordering::Relaxed) {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let phase = if (n as usize) < spec.warmup {
+                    Phase::Warmup
+                } else if claim(&claimed, &target) {
+                    Phase::Measured
+                } else {
+                    Phase::Tail
+                };
+                let prompt = ctx.prompts.prompt(&ctx.run_tag, spec.step, n, ctx.seed);
+                let max_tokens = ctx.output_tokens.sample(&mut rng);
+                let measured = tokio::select! {
+                    measured = send(&ctx.endpoint, &prompt, max_tokens) => measured,
+                    _ = stopped.notified() => break,
+                };
+                let mut record = measured.record;
+                scale(&mut record, ctx.time_scale);
+                record.step = spec.step;
+                record.concurrency = spec.concurrency;
+                record.phase = phase;
+                record.start_s = measured.start.duration_since(ctx.run_start).as_secs_f64();
+                let _ = ctx.sink.send(record.clone());
+                if done_tx.send(record).is_err() {
+                    break;
+                }
+                let think = ctx.think_time.sample(&mut rng) / ctx.time_scale;
+                if think > 0.0 {
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs_f64(think)) => {}
+                        _ = stopped.notified() => break,
+                    }
+                }
+            }
+        }));
+    }
+    drop(done_tx);
+
+    let mut counted: Vec<RequestRecord> = Vec::new();
+    let mut sent = 0usize;
+    let mut stopped_early = false;
+    let check_every = (spec.batch / 4).max(10);
+    let mut verdict = None;
+    while let Some(record) = done_rx.recv().await {
+        sent += 1;
+        if record.phase != Phase::Measured {
+            continue;
+        }
+        counted.push(record);
+        let wanted = target.load(Ordering::Relaxed);
+        if counted.len() >= wanted {
+            let current = judge_records(&counted, ctx);
+            if current.verdict == Verdict::Inconclusive && wanted + spec.batch <= spec.max_counted {
+                target.store(wanted + spec.batch, Ordering::SeqCst);
+                continue;
+            }
+            verdict = Some(current);
+            break;
+        }
+        if counted.len().is_multiple_of(check_every) && counted.len() >= 20 {
+            let current = judge_records(&counted, ctx);
+            if current.verdict == Verdict::Fail {
+                stopped_early = true;
+                verdict = Some(current);
+                break;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    stopped.notify_waiters();
+    for worker in std::mem::take(&mut workers.0) {
+        worker.abort();
+        let _ = worker.await;
+    }
+    // Requests that finished while stopping are on disk already; count them as sent.
+    while done_rx.try_recv().is_ok() {
+        sent += 1;
+    }
+    let verdict = verdict.unwrap_or_else(|| judge_records(&counted, ctx));
+    summarize(
+        spec,
+        counted,
+        verdict,
+        stopped_early,
+        sent,
+        started.elapsed().as_secs_f64(),
+        watch.finish(),
+        ctx,
+    )
+}
+
+/// Takes one counted slot if any is left under the target.
+fn claim(claimed: &AtomicUsize, target: &AtomicUsize) -> bool {
+    let mut current = claimed.load(Ordering::SeqCst);
+    loop {
+        if current >= target.load(Ordering::SeqCst) {
+            return false;
+        }
+        match claimed.compare_exchange(current, current + 1, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => return true,
+            Err(actual) => current = actual,
+        }
+    }
+}
+
+fn scale(record: &mut RequestRecord, factor: f64) {
+    if factor == 1.0 {
+        return;
+    }
+    let s = |v: &mut f64| *v *= factor;
+    s(&mut record.e2e_s);
+    for value in [
+        &mut record.ttft_s,
+        &mut record.ttft_visible_s,
+        &mut record.tpot_s,
+        &mut record.itl_mean_s,
+        &mut record.itl_max_s,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        s(value);
+    }
+    record.itl_s.iter_mut().for_each(s);
+}
+
+fn judge_records(records: &[RequestRecord], ctx: &ProbeContext) -> StepVerdict {
+    let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.ok).collect();
+    let ttfts: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| r.ttft_s.or(Some(r.e2e_s).filter(|_| !r.streamed)))
+        .collect();
+    let tpots: Vec<f64> = ok.iter().filter_map(|r| r.tpot_s).collect();
+    let e2es: Vec<f64> = ok.iter().map(|r| r.e2e_s).collect();
+    let samples = Samples {
+        ttfts: &ttfts,
+        tpots: &tpots,
+        e2es: &e2es,
+        failures: records.len() - ok.len(),
+        total: records.len(),
+    };
+    judge(&samples, &ctx.slo, ctx.e2e_limit, ctx.max_error_rate)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summarize(
+    spec: StepSpec,
+    counted: Vec<RequestRecord>,
+    verdict: StepVerdict,
+    stopped_early: bool,
+    sent: usize,
+    wall: f64,
+    client: ClientCheck,
+    ctx: &ProbeContext,
+) -> StepSummary {
+    let ok: Vec<&RequestRecord> = counted.iter().filter(|r| r.ok).collect();
+    let ttfts: Vec<f64> = ok.iter().filter_map(|r| r.ttft_s).collect();
+    let tpots: Vec<f64> = ok.iter().filter_map(|r| r.tpot_s).collect();
+    let itls: Vec<f64> = ok.iter().flat_map(|r| r.itl_s.iter().copied()).collect();
+    let e2es: Vec<f64> = ok.iter().map(|r| r.e2e_s).collect();
+    let mut by_kind: Vec<(FailureKind, usize)> = Vec::new();
+    for kind in FailureKind::ALL {
+        let n = counted
+            .iter()
+            .filter(|r| r.error_kind == Some(kind))
+            .count();
+        if n > 0 {
+            by_kind.push((kind, n));
+        }
+    }
+    // Throughput over the counted window: from the first counted start to the last end.
+    let first = counted
+        .iter()
+        .map(|r| r.start_s)
+        .fold(f64::INFINITY, f64::min);
+    let last = counted
+        .iter()
+        .map(|r| r.start_s + r.e2e_s / ctx.time_scale)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let window = ((last - first) * ctx.time_scale).max(1e-9);
+    let tokens: u64 = ok.iter().map(|r| u64::from(r.output_tokens)).sum();
+    StepSummary {
+        step: spec.step,
+        concurrency: spec.concurrency,
+        requests: counted.len(),
+        failures: counted.len() - ok.len(),
+        failures_by_kind: by_kind,
+        ttft: Summary::of(&ttfts),
+        tpot: Summary::of(&tpots),
+        itl: Summary::of(&itls),
+        e2e: Summary::of(&e2es),
+        output_tokens_per_s: tokens as f64 / window,
+        requests_per_s: ok.len() as f64 / window,
+        verdict,
+        stopped_early,
+        sent,
+        server_seconds: wall,
+        client,
+    }
+}

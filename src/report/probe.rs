@@ -1,0 +1,123 @@
+//! How a probe run reads: its steps and the C* line.
+
+use super::{count, Document, Report, Table};
+use crate::probe::run::{ProbeReport, Target};
+use crate::slo::format_seconds;
+use crate::stats::Summary;
+
+fn ms(summary: &Option<Summary>, pick: fn(&Summary) -> f64) -> String {
+    summary
+        .as_ref()
+        .map(|s| format!("{:.0}", pick(s) * 1e3))
+        .unwrap_or_else(|| "-".into())
+}
+
+impl Report for ProbeReport {
+    fn document(&self) -> Document {
+        let c = &self.config;
+        let target = match &c.target {
+            Target::Url { url } => url.clone(),
+            Target::Sim { time_scale, .. } => {
+                format!("simulated engine in-process ({time_scale}× speed)")
+            }
+        };
+        let mut heading = vec![
+            format!(
+                "Probe of {} ({} API, {}) — {} on {} × {} · {}",
+                target,
+                c.api,
+                if c.stream {
+                    "streaming"
+                } else {
+                    "not streaming"
+                },
+                c.layout.model,
+                c.layout.tp,
+                c.layout.card,
+                c.slo.describe()
+            ),
+            format!("Run folder: {} ({})", self.run_dir.display(), self.status),
+        ];
+        if let Some(e2e) = c.e2e_limit_s {
+            heading.push(format!("Also E2E ≤ {}.", format_seconds(e2e)));
+        }
+        let mut table = Table {
+            caption: Some(format!(
+                "Latency in ms, over counted requests; verdicts at 95 % confidence; max error rate {} %",
+                count(c.max_error_rate * 100.0)
+            )),
+            headers: [
+                "step", "users", "counted", "failed", "TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90",
+                "TPOT p99", "ITL p50", "E2E p90", "out tok/s", "req/s", "verdict", "client",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+        };
+        for step in &self.steps {
+            let verdict = serde_json::to_value(step.verdict.verdict)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            let why = step.verdict.explain();
+            table.rows.push(vec![
+                step.step.to_string(),
+                step.concurrency.to_string(),
+                step.requests.to_string(),
+                step.failures.to_string(),
+                ms(&step.ttft, |s| s.p50),
+                ms(&step.ttft, |s| s.p90),
+                ms(&step.ttft, |s| s.p99),
+                ms(&step.tpot, |s| s.p50),
+                ms(&step.tpot, |s| s.p90),
+                ms(&step.tpot, |s| s.p99),
+                ms(&step.itl, |s| s.p50),
+                ms(&step.e2e, |s| s.p90),
+                format!("{:.0}", step.output_tokens_per_s),
+                format!("{:.2}", step.requests_per_s),
+                if why.is_empty() {
+                    verdict
+                } else {
+                    format!(
+                        "{verdict}{}: {why}",
+                        if step.stopped_early { " (early)" } else { "" }
+                    )
+                },
+                if step.client.bottleneck {
+                    format!("BUSY lag p99 {:.1} ms", step.client.loop_lag_p99_ms)
+                } else {
+                    "ok".into()
+                },
+            ]);
+        }
+        let bracket = match self.result.first_fail {
+            Some(fail) => format!("[{} pass, {} fail]", self.result.last_pass, fail),
+            None => format!("≥ {} (no level failed)", self.result.last_pass),
+        };
+        let mut notes = vec![
+            format!(
+                "C* = {} users per instance {bracket}; limit: {}.",
+                self.result.c_star, self.limit
+            ),
+            format!(
+                "{} requests sent, {:.1} s of server time.",
+                self.requests_sent, self.server_seconds
+            ),
+        ];
+        if !self.client_flagged_steps.is_empty() {
+            notes.push(format!(
+                "The load generator may have been the bottleneck in step(s) {:?}: their latency is not only the server's.",
+                self.client_flagged_steps
+            ));
+        }
+        if !self.usage_from_server {
+            notes.push("The server refused stream_options: output tokens were counted from chunks (estimated).".into());
+        }
+        notes.extend(self.notes.iter().cloned());
+        Document {
+            heading,
+            tables: vec![table],
+            notes,
+        }
+    }
+}
