@@ -106,6 +106,7 @@ async fn one_level(streams: usize) -> (f64, f64, f64) {
     };
     let server = start(engine, config).await.expect("server up");
     let base = server.url.clone();
+    capplan::probe::client::install_crypto();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(streams)
         .build()

@@ -92,8 +92,15 @@ pub struct ProbeArgs {
     pub cards_per_node: Option<u32>,
     #[arg(long, default_value_t = 1)]
     pub instances_per_node: u32,
-    #[command(flatten)]
-    pub slo: SloArgs,
+    /// Time-to-first-token limit, e.g. 3s, 800ms
+    #[arg(long, value_parser = parse_limit, value_name = "DUR", required_unless_present = "resume")]
+    pub ttft: Option<f64>,
+    /// Time-per-output-token limit, e.g. 100ms
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub tpot: Option<f64>,
+    /// Statistic the limits apply to: mean, p50, p90, p95, p99
+    #[arg(long, default_value = "p90", value_parser = parse_input::<Percentile>)]
+    pub percentile: Percentile,
     /// End-to-end latency limit, e.g. 30s
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub e2e: Option<f64>,
@@ -467,7 +474,11 @@ impl ProbeArgs {
                 instances_per_node: self.instances_per_node,
                 interconnect,
             },
-            slo: self.slo.slo(),
+            slo: Slo {
+                ttft_s: self.ttft.unwrap_or(f64::INFINITY),
+                tpot_s: self.tpot,
+                percentile: self.percentile,
+            },
             e2e_limit_s: self.e2e,
             max_error_rate: self.max_error_rate,
             input,

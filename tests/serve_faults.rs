@@ -86,6 +86,7 @@ async fn every_fault_is_served_and_logged() {
         Some(log.clone()),
     )
     .await;
+    capplan::probe::client::install_crypto();
     let client = reqwest::Client::new();
     let url = format!("{base}/v1/chat/completions");
     let mut seen = Vec::new();

@@ -136,6 +136,7 @@ fn serve_prints_its_url_first_and_speaks_openai() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let result = runtime.block_on(async {
+        capplan::probe::client::install_crypto();
         let client = reqwest::Client::new();
         let models: serde_json::Value = serde_json::from_slice(
             &client

@@ -13,6 +13,12 @@ use super::api::{Api, Prompt, Usage};
 use super::record::{CountSource, FailureKind, Phase, RequestRecord};
 use super::sse::{SseDecoder, SseEvent};
 
+/// Installs rustls's ring provider, which every HTTPS-capable `reqwest::Client` in this crate's
+/// build needs before it is created; installing twice is harmless.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Everything requests share.
 pub struct Endpoint {
     pub base: String,
@@ -40,8 +46,7 @@ impl Endpoint {
         idle_timeout: Duration,
         pool: usize,
     ) -> anyhow::Result<Endpoint> {
-        // rustls needs a crypto provider before the first client; installing twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_crypto();
         let client = reqwest::Client::builder()
             .http1_only()
             .tcp_nodelay(true)
@@ -206,6 +211,7 @@ fn failed(start: Instant, failure: Failure, prompt: &Prompt) -> Measured {
         start,
         record: RequestRecord {
             step: 0,
+            index: 0,
             concurrency: 0,
             phase: Phase::Measured,
             start_s: 0.0,
@@ -378,6 +384,7 @@ async fn read_stream(
         start,
         record: RequestRecord {
             step: 0,
+            index: 0,
             concurrency: 0,
             phase: Phase::Measured,
             start_s: 0.0,

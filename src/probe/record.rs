@@ -77,6 +77,9 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
     pub step: u32,
+    /// The request's number within its step (its prompt starts with `<run>-<step>-<index>`).
+    #[serde(default)]
+    pub index: u64,
     pub concurrency: u32,
     pub phase: Phase,
     pub start_s: f64,

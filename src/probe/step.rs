@@ -134,6 +134,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                 let mut record = measured.record;
                 scale(&mut record, ctx.time_scale);
                 record.step = spec.step;
+                record.index = n;
                 record.concurrency = spec.concurrency;
                 record.phase = phase;
                 record.start_s = measured.start.duration_since(ctx.run_start).as_secs_f64();

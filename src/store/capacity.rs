@@ -69,7 +69,8 @@ const OPTIONAL: [&str; 10] = [
     "e2e_slo_s",
 ];
 
-/// Reads every `*.csv` directly in `dir` (sorted by name). A missing folder has no points.
+/// Reads every `*.csv` directly in `dir` (sorted by name), and the finished probe runs below it.
+/// A missing folder has no points.
 pub fn load_capacity_dir(dir: &Path, catalog: &Catalog) -> Result<Vec<CapacityPoint>, InputError> {
     if !dir.exists() {
         return Ok(Vec::new());
@@ -94,6 +95,7 @@ pub fn load_capacity_dir(dir: &Path, catalog: &Catalog) -> Result<Vec<CapacityPo
             catalog,
         )?);
     }
+    points.extend(super::runs::load_runs(dir, catalog)?);
     Ok(points)
 }
 

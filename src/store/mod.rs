@@ -1,5 +1,7 @@
 //! What has been measured or imported, on disk under `measurements/`.
 
 pub mod capacity;
+pub mod runs;
 
 pub use capacity::{load_capacity_dir, parse_capacity_csv, CapacityPoint, PointSource};
+pub use runs::load_runs;

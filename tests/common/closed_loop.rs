@@ -36,6 +36,7 @@ pub async fn run(
     measured: usize,
     deadline: Duration,
 ) -> Vec<Timing> {
+    capplan::probe::client::install_crypto();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(users)
         .tcp_nodelay(true)

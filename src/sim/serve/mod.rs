@@ -331,6 +331,7 @@ async fn handle(state: Arc<AppState>, api: Api, raw: Bytes) -> Response {
     let output = body.output_tokens(natural);
     record.stream = body.streaming();
     record.input_tokens = prompt;
+    record.prompt_head = body.prompt_head();
     let fault = state.config.faults.for_request(id);
     record.fault = fault.map(|f| f.name().to_string());
 

@@ -89,6 +89,25 @@ impl CompletionBody {
         Ok(u32::try_from(count).unwrap_or(u32::MAX).max(1))
     }
 
+    /// The first word of the prompt (of the last message for chat), at most 64 characters.
+    pub fn prompt_head(&self) -> String {
+        let text = match (&self.messages, &self.prompt) {
+            (Some(messages), _) => messages
+                .last()
+                .and_then(|m| m.get("content"))
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            (None, Some(Value::String(text))) => text.as_str(),
+            _ => "",
+        };
+        text.split_whitespace()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(64)
+            .collect()
+    }
+
     pub fn max_tokens(&self) -> Option<u32> {
         self.max_completion_tokens.or(self.max_tokens)
     }

@@ -14,6 +14,8 @@ use serde::Serialize;
 pub struct TruthRecord {
     pub request: u64,
     pub endpoint: String,
+    /// The prompt's first word (probes put a unique tag there), at most 64 characters.
+    pub prompt_head: String,
     pub stream: bool,
     /// `ok`, `fault`, `refused`, `cancelled` (client went away) or `bad-request`.
     pub status: String,

@@ -1,0 +1,281 @@
+//! `capplan probe` against `capplan serve` (in-process, time-scaled): C* agrees with `predict`,
+//! step latencies agree with what the server logged, every fault is classified and counted.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use capplan::catalog::Catalog;
+use capplan::probe::record::{FailureKind, RequestRecord};
+use capplan::probe::run::{run_probe, Input, LayoutInfo, ProbeConfig, RunFolder, Target};
+use capplan::probe::run_dir::read_requests;
+use capplan::probe::search::Ramp;
+use capplan::sim::predict::{predict, Calibration, Layout, PredictRequest};
+use capplan::sim::serve::fault::{FaultKind, FaultRule};
+use capplan::slo::{Percentile, Slo};
+use capplan::workload::{ThinkTime, TokenLengths, Workload};
+
+const SCALE: f64 = 10.0;
+
+fn slo() -> Slo {
+    Slo {
+        ttft_s: 1.0,
+        tpot_s: None,
+        percentile: Percentile::P(90.0),
+    }
+}
+
+fn config(model: &str, card: &str, tp: u32, ramp: Ramp) -> ProbeConfig {
+    ProbeConfig {
+        target: Target::Sim {
+            time_scale: SCALE,
+            faults: Vec::new(),
+        },
+        api: "chat".into(),
+        served_model: model.into(),
+        stream: true,
+        layout: LayoutInfo {
+            model: model.into(),
+            card: card.into(),
+            tp,
+            cards_per_node: None,
+            instances_per_node: 1,
+            interconnect: "pcie".into(),
+        },
+        slo: slo(),
+        e2e_limit_s: None,
+        max_error_rate: 0.01,
+        input: Input::Synthetic {
+            tokens: TokenLengths::Uniform { min: 100, max: 300 },
+        },
+        output_tokens: TokenLengths::Uniform { min: 32, max: 96 },
+        think_time: ThinkTime::NONE,
+        ramp,
+        warmup: None,
+        window: None,
+        timeout_s: 120.0,
+        idle_timeout_s: 30.0,
+        api_key_env: None,
+        seed: 1,
+        command: vec!["test".into()],
+    }
+}
+
+fn predicted(model: &str, card: &str, tp: u32) -> u32 {
+    let catalog = Catalog::shipped().unwrap();
+    let (model, card) = (catalog.model(model).unwrap(), catalog.card(card).unwrap());
+    let request = PredictRequest::new(
+        Workload {
+            input_tokens: TokenLengths::Uniform { min: 100, max: 300 },
+            output_tokens: TokenLengths::Uniform { min: 32, max: 96 },
+            think_time: ThinkTime::NONE,
+        },
+        slo(),
+    );
+    predict(
+        &Layout::on_card(model, card, tp),
+        &Calibration::for_card(card, &card.interconnect),
+        &request,
+    )
+    .unwrap()
+    .c_star
+}
+
+fn truth(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The truth record of a probe record: the server logged the prompt's first word, which ends
+/// in `-<step>-<index>`.
+fn matching<'a>(
+    truth: &'a [serde_json::Value],
+    record: &RequestRecord,
+) -> Option<&'a serde_json::Value> {
+    let suffix = format!("-{}-{}", record.step, record.index);
+    truth.iter().find(|t| {
+        t["prompt_head"]
+            .as_str()
+            .is_some_and(|h| h.ends_with(&suffix))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_finds_the_predicted_c_star_on_two_layouts() {
+    for (model, card, tp) in [("llama-13b", "A30", 2), ("llama-3.1-8b", "L4", 1)] {
+        let expected = predicted(model, card, tp);
+        let base = common::start_server(model, card, tp, SCALE, Vec::new(), None).await;
+        let out = common::scratch(&format!("probe-{card}"));
+        // Start at 16 users: the small levels only cost time here.
+        let ramp = Ramp::Auto {
+            start: 16,
+            max: 1024,
+            resolution: 0.05,
+        };
+        let report = run_probe(
+            config(model, card, tp, ramp),
+            &base,
+            RunFolder::New { out },
+            false,
+        )
+        .await
+        .unwrap();
+        let found = report.result.c_star;
+        println!(
+            "{model} on {tp} × {card}: probe C* {found} [{}, {:?}], predict {expected}; {} requests, {:.0} s",
+            report.result.last_pass, report.result.first_fail, report.requests_sent, report.server_seconds
+        );
+        let error = (f64::from(found) - f64::from(expected)).abs() / f64::from(expected);
+        assert!(
+            error <= 0.10,
+            "{model}: probe {found} vs predict {expected}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_latencies_match_what_the_server_logged() {
+    let dir = common::scratch("truth");
+    let log = dir.join("truth.ndjson");
+    let base =
+        common::start_server("llama-13b", "A30", 2, SCALE, Vec::new(), Some(log.clone())).await;
+    let report = run_probe(
+        config("llama-13b", "A30", 2, Ramp::Fixed(vec![48])),
+        &base,
+        RunFolder::New { out: dir.clone() },
+        false,
+    )
+    .await
+    .unwrap();
+    let truth = truth(&log);
+    let records = read_requests(&report.run_dir).unwrap();
+    let (mut probe_ttft, mut server_ttft, mut probe_tpot, mut server_tpot) = (0.0, 0.0, 0.0, 0.0);
+    let mut n = 0.0;
+    for record in records.iter().filter(|r| r.ok) {
+        let server = matching(&truth, record).expect("every probe request is in the server's log");
+        assert_eq!(
+            server["output_tokens"].as_u64(),
+            Some(u64::from(record.output_tokens))
+        );
+        probe_ttft += record.ttft_s.unwrap();
+        probe_tpot += record.tpot_s.unwrap();
+        // The server logs wall seconds; the probe reports engine seconds (× time scale).
+        server_ttft += server["ttft_s"].as_f64().unwrap() * SCALE;
+        server_tpot += server["tpot_s"].as_f64().unwrap() * SCALE;
+        n += 1.0;
+    }
+    assert!(n >= 100.0, "{n} requests");
+    let (ttft, true_ttft, tpot, true_tpot) = (
+        probe_ttft / n,
+        server_ttft / n,
+        probe_tpot / n,
+        server_tpot / n,
+    );
+    println!("mean TTFT {ttft:.4} s vs server {true_ttft:.4} s; mean TPOT {tpot:.5} s vs server {true_tpot:.5} s");
+    assert!(
+        (ttft - true_ttft).abs() / true_ttft <= 0.05,
+        "TTFT {ttft} vs {true_ttft}"
+    );
+    assert!(
+        (tpot - true_tpot).abs() / true_tpot <= 0.05,
+        "TPOT {tpot} vs {true_tpot}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fault_is_classified_and_counted_against_the_step() {
+    let dir = common::scratch("probe-faults");
+    let log = dir.join("truth.ndjson");
+    let faults: Vec<FaultRule> = FaultKind::ALL
+        .iter()
+        .map(|&kind| FaultRule {
+            kind,
+            fraction: 0.05,
+        })
+        .collect();
+    let base = common::start_server(
+        "llama-3.1-8b",
+        "H100-SXM",
+        1,
+        SCALE,
+        faults,
+        Some(log.clone()),
+    )
+    .await;
+    let mut config = config("llama-3.1-8b", "H100-SXM", 1, Ramp::Fixed(vec![8]));
+    config.idle_timeout_s = 1.0;
+    config.window = Some(140);
+    config.output_tokens = TokenLengths::Fixed { tokens: 16 };
+    // Allow every error so the step runs its whole window and meets every kind of fault.
+    config.max_error_rate = 1.0;
+    let report = run_probe(
+        config.clone(),
+        &base,
+        RunFolder::New { out: dir.clone() },
+        false,
+    )
+    .await
+    .unwrap();
+
+    let truth = truth(&log);
+    let records = read_requests(&report.run_dir).unwrap();
+    let mut seen: HashMap<FailureKind, usize> = HashMap::new();
+    for record in &records {
+        let server = matching(&truth, record).expect("in the server's log");
+        let expected = match server["fault"].as_str() {
+            None => None,
+            Some("reset") => Some(FailureKind::Reset),
+            Some("http500") | Some("http429") => Some(FailureKind::Http),
+            Some("stall") => Some(FailureKind::Idle),
+            Some("malformed") | Some("error-in-stream") => Some(FailureKind::StreamError),
+            Some("no-done") => Some(FailureKind::Truncated),
+            Some(other) => panic!("unknown fault {other}"),
+        };
+        assert_eq!(record.error_kind, expected, "{record:?}\n{server}");
+        assert_eq!(record.ok, expected.is_none());
+        if let Some(kind) = expected {
+            *seen.entry(kind).or_default() += 1;
+            if server["fault"] == "http429" {
+                assert_eq!(record.http_status, Some(429));
+            }
+        }
+    }
+    for kind in [
+        FailureKind::Reset,
+        FailureKind::Http,
+        FailureKind::Idle,
+        FailureKind::StreamError,
+        FailureKind::Truncated,
+    ] {
+        assert!(
+            seen.get(&kind).copied().unwrap_or(0) > 0,
+            "{kind:?} never seen: {seen:?}"
+        );
+    }
+    // Failures are counted in the step, by kind...
+    let step = &report.steps[0];
+    let counted_failures = records
+        .iter()
+        .filter(|r| r.phase == capplan::probe::record::Phase::Measured && !r.ok)
+        .count();
+    assert_eq!(step.failures, counted_failures);
+    assert_eq!(
+        step.failures_by_kind.iter().map(|(_, n)| n).sum::<usize>(),
+        counted_failures
+    );
+    // ...and count against it: ~35 % failing is far above the default 1 % allowed.
+    config.max_error_rate = 0.01;
+    let strict = run_probe(config, &base, RunFolder::New { out: dir }, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        strict.steps[0].verdict.verdict,
+        capplan::probe::verdict::Verdict::Fail
+    );
+    assert!(strict.steps[0].verdict.explain().contains("errors"));
+    assert_eq!(strict.result.c_star, 0);
+}
