@@ -113,6 +113,16 @@ fn sigkill_loses_no_finished_request_and_resume_finishes() {
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(run["status"], "finished");
+    // The request log as Parquet: magic bytes at both ends.
+    let parquet = std::fs::read(dir.join("requests.parquet")).expect("requests.parquet");
+    assert!(parquet.starts_with(b"PAR1") && parquet.ends_with(b"PAR1"));
+    use polars::prelude::SerReader;
+    let frame = polars::prelude::ParquetReader::new(
+        std::fs::File::open(dir.join("requests.parquet")).unwrap(),
+    )
+    .finish()
+    .expect("polars reads it back");
+    assert_eq!(frame.height(), after.len(), "one row per request");
     let c_star = run["result"]["c_star"].as_u64().unwrap();
     assert!(
         c_star >= 4,

@@ -256,6 +256,11 @@ pub async fn run_probe(
     }
     let replayed = step_number;
 
+    let bar = progress.then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
     let ctx = Arc::new(ProbeContext {
         endpoint: Arc::new(endpoint),
         prompts: Arc::new(prompts),
@@ -269,12 +274,7 @@ pub async fn run_probe(
         run_start: Instant::now(),
         time_scale,
         sink,
-    });
-
-    let bar = progress.then(|| {
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
+        progress: bar.clone(),
     });
     let mut steps: Vec<StepSummary> = Vec::new();
     let search = async {
@@ -359,6 +359,7 @@ pub async fn run_probe(
     writer
         .await
         .map_err(|err| anyhow::anyhow!("request log: {err}"))??;
+    super::parquet::write_parquet(&dir)?;
     run_dir::write_run_json(&dir, &run_json(&config, status, Some(&report)))?;
     Ok(report)
 }

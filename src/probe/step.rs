@@ -41,6 +41,8 @@ pub struct ProbeContext {
     pub time_scale: f64,
     /// Every finished request goes here at once (the run's append-only log).
     pub sink: mpsc::UnboundedSender<RequestRecord>,
+    /// A progress line on a terminal: step, requests, live pX against the SLO.
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 /// How one step runs.
@@ -166,6 +168,22 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         }
         counted.push(record);
         let wanted = target.load(Ordering::Relaxed);
+        if let Some(bar) = &ctx.progress {
+            if counted.len() % 10 == 1 {
+                let ttfts: Vec<f64> = counted.iter().filter_map(|r| r.ttft_s).collect();
+                let live = crate::stats::statistic(&ttfts, ctx.slo.percentile);
+                bar.set_message(format!(
+                    "step {}: {} users · {}/{wanted} counted · TTFT {} {} (limit {}) · {} failed",
+                    spec.step,
+                    spec.concurrency,
+                    counted.len(),
+                    ctx.slo.percentile,
+                    crate::slo::format_seconds(live),
+                    crate::slo::format_seconds(ctx.slo.ttft_s),
+                    counted.iter().filter(|r| !r.ok).count()
+                ));
+            }
+        }
         if counted.len() >= wanted {
             let current = judge_records(&counted, ctx);
             if current.verdict == Verdict::Inconclusive && wanted + spec.batch <= spec.max_counted {
