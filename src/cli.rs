@@ -147,6 +147,10 @@ pub struct ProbeArgs {
     /// Environment variable holding the API key (sent as a bearer token, never stored)
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
+    /// Count tokens with this tokenizer.json when the server reports no usage [default: count
+    /// chunks and mark the figure as estimated]
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
     /// Non-streaming requests (E2E only)
     #[arg(long)]
     pub no_stream: bool,
@@ -490,6 +494,7 @@ impl ProbeArgs {
             timeout_s: self.timeout,
             idle_timeout_s: self.idle_timeout,
             api_key_env: self.api_key_env.clone(),
+            tokenizer: self.tokenizer.clone(),
             seed: self.seed,
             command: std::env::args().collect(),
         })

@@ -65,6 +65,7 @@ fn config_at(model: &str, card: &str, tp: u32, ramp: Ramp, time_scale: f64) -> P
         timeout_s: 120.0,
         idle_timeout_s: 30.0,
         api_key_env: None,
+        tokenizer: None,
         seed: 1,
         command: vec!["test".into()],
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::api::{Api, Prompt, Usage};
 use super::record::{CountSource, FailureKind, Phase, RequestRecord};
 use super::sse::{SseDecoder, SseEvent};
+use super::token_count::LocalTokenizer;
 
 /// Installs rustls's ring provider, which every HTTPS-capable `reqwest::Client` in this crate's
 /// build needs before it is created; installing twice is harmless.
@@ -32,6 +33,8 @@ pub struct Endpoint {
     pub timeout: Duration,
     pub idle_timeout: Duration,
     client: reqwest::Client,
+    /// Counts tokens when the server reports no usage.
+    tokenizer: Option<Arc<LocalTokenizer>>,
 }
 
 impl Endpoint {
@@ -63,7 +66,41 @@ impl Endpoint {
             timeout,
             idle_timeout,
             client,
+            tokenizer: None,
         })
+    }
+
+    /// Counts tokens with `tokenizer` where the server reports no usage.
+    pub fn with_tokenizer(mut self, tokenizer: Option<Arc<LocalTokenizer>>) -> Endpoint {
+        self.tokenizer = tokenizer;
+        self
+    }
+
+    /// Output tokens of `text`: the server's count, else the local tokenizer's, else
+    /// `fallback` (an estimate, marked as such).
+    fn output_count(
+        &self,
+        reported: Option<u32>,
+        text: &str,
+        fallback: (u32, CountSource),
+    ) -> (u32, CountSource) {
+        if let Some(tokens) = reported {
+            return (tokens, CountSource::Usage);
+        }
+        match self.tokenizer.as_ref().and_then(|t| t.count(text)) {
+            Some(tokens) => (tokens, CountSource::Tokenizer),
+            None => fallback,
+        }
+    }
+
+    /// Prompt tokens: the server's count, else the local tokenizer's, else what the prompt was
+    /// built to have.
+    fn input_count(&self, reported: Option<u32>, prompt: &Prompt) -> (u32, CountSource) {
+        let fallback = (prompt.tokens, CountSource::Requested);
+        match self.output_count(reported, &prompt.text, fallback) {
+            (tokens, CountSource::Chunks) => (tokens, CountSource::Requested),
+            counted => counted,
+        }
     }
 
     /// Whether the server accepted `stream_options` (false after it refused it once).
@@ -104,6 +141,17 @@ fn fail(kind: FailureKind, message: impl Into<String>) -> Failure {
 
 /// Sends `prompt` asking for `max_tokens`, and measures it.
 pub async fn send(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Measured {
+    let mut measured = exchange(endpoint, prompt, max_tokens).await;
+    // A server may echo the request (its Authorization header included) in an error body.
+    if let (Some(key), Some(error)) = (&endpoint.api_key, &mut measured.record.error) {
+        if !key.is_empty() && error.contains(key.as_str()) {
+            *error = error.replace(key.as_str(), "[api key removed]");
+        }
+    }
+    measured
+}
+
+async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Measured {
     let mut retried_without_usage = false;
     loop {
         let include_usage = endpoint.stream && endpoint.usage_requested();
@@ -259,6 +307,8 @@ async fn read_stream(
     let mut chunks: Vec<Chunk> = Vec::new();
     let mut first_visible: Option<Instant> = None;
     let mut usage = Usage::default();
+    // Kept only when a local tokenizer may have to count it.
+    let mut text = String::new();
     let mut done = false;
     let mut end = start;
     let mut failure: Option<Failure> = None;
@@ -327,6 +377,9 @@ async fn read_stream(
                 usage.prompt_tokens = reported.prompt_tokens.or(usage.prompt_tokens);
                 usage.completion_tokens = reported.completion_tokens.or(usage.completion_tokens);
             }
+            if meaning.generated && endpoint.tokenizer.is_some() {
+                text.push_str(&meaning.text);
+            }
             if meaning.generated {
                 chunks.push(Chunk {
                     at: event.first_byte_at,
@@ -344,6 +397,11 @@ async fn read_stream(
             fail(
                 FailureKind::StreamError,
                 "the response is not an event stream",
+            )
+        } else if chunks.is_empty() && decoder.invalid_lines > 0 {
+            fail(
+                FailureKind::StreamError,
+                "the body holds no server-sent event (no data: line)",
             )
         } else if decoder.has_partial() {
             fail(
@@ -365,14 +423,12 @@ async fn read_stream(
         return measured;
     }
 
-    let (output_tokens, output_from) = match usage.completion_tokens {
-        Some(tokens) => (tokens, CountSource::Usage),
-        None => (chunks.len() as u32, CountSource::Chunks),
-    };
-    let (input_tokens, input_from) = match usage.prompt_tokens {
-        Some(tokens) => (tokens, CountSource::Usage),
-        None => (prompt.tokens, CountSource::Requested),
-    };
+    let (output_tokens, output_from) = endpoint.output_count(
+        usage.completion_tokens,
+        &text,
+        (chunks.len() as u32, CountSource::Chunks),
+    );
+    let (input_tokens, input_from) = endpoint.input_count(usage.prompt_tokens, prompt);
     let e2e = end.duration_since(start).as_secs_f64();
     let ttft = chunks
         .first()
@@ -465,10 +521,14 @@ async fn read_whole(
         ),
         Ok(whole) => {
             let usage = whole.usage.unwrap_or_default();
-            let (output_tokens, output_from) = match usage.completion_tokens {
-                Some(tokens) => (tokens, CountSource::Usage),
-                None => (0, CountSource::Chunks),
-            };
+            // Without usage or a tokenizer, a whole response is one chunk: a poor estimate,
+            // and marked as one.
+            let (output_tokens, output_from) = endpoint.output_count(
+                usage.completion_tokens,
+                &whole.text,
+                (u32::from(whole.text_chars > 0), CountSource::Chunks),
+            );
+            let (input_tokens, input_from) = endpoint.input_count(usage.prompt_tokens, prompt);
             let mut measured = failed(start, fail(FailureKind::Http, ""), prompt);
             let record = &mut measured.record;
             record.ok = true;
@@ -477,10 +537,8 @@ async fn read_whole(
             record.e2e_s = e2e;
             record.output_tokens = output_tokens;
             record.output_tokens_from = output_from;
-            if let Some(tokens) = usage.prompt_tokens {
-                record.input_tokens = tokens;
-                record.input_tokens_from = CountSource::Usage;
-            }
+            record.input_tokens = input_tokens;
+            record.input_tokens_from = input_from;
             record.streamed = false;
             measured
         }

@@ -53,6 +53,8 @@ impl FailureKind {
 pub enum CountSource {
     /// The server's `usage`.
     Usage,
+    /// Counted with the local `tokenizer.json` given with `--tokenizer` (no usage came back).
+    Tokenizer,
     /// What the probe asked for (prompt built to a length; no usage came back).
     Requested,
     /// Content chunks counted: an estimate (servers may put several tokens in a chunk).

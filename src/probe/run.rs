@@ -13,6 +13,7 @@ use super::prompts::{read_dataset, PromptSource};
 use super::run_dir;
 use super::search::{bracket, next_level, Bracket, Ramp};
 use super::step::{run_step, ProbeContext, StepSpec, StepSummary};
+use super::token_count::LocalTokenizer;
 use super::verdict::{min_samples, Verdict};
 use crate::error::InputError;
 use crate::slo::Slo;
@@ -76,6 +77,9 @@ pub struct ProbeConfig {
     pub idle_timeout_s: f64,
     /// The environment variable holding the API key (the key itself is never stored).
     pub api_key_env: Option<String>,
+    /// A local `tokenizer.json` that counts tokens when the server reports no usage.
+    #[serde(default)]
+    pub tokenizer: Option<PathBuf>,
     pub seed: u64,
     /// The command line, for the record.
     pub command: Vec<String>,
@@ -217,7 +221,11 @@ pub async fn run_probe(
         Duration::from_secs_f64(config.timeout_s),
         Duration::from_secs_f64(config.idle_timeout_s),
         max_concurrency as usize,
-    )?;
+    )?
+    .with_tokenizer(match &config.tokenizer {
+        Some(path) => Some(Arc::new(LocalTokenizer::load(path)?)),
+        None => None,
+    });
     let time_scale = match config.target {
         Target::Sim { time_scale, .. } => time_scale,
         Target::Url { .. } => 1.0,

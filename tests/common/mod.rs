@@ -86,3 +86,4 @@ pub async fn start_server(
     std::mem::forget(server);
     url
 }
+pub mod stub;

@@ -33,6 +33,9 @@ pub struct EventMeaning {
     pub visible: bool,
     /// Characters of generated text (to share a chunk's tokens when ITL is estimated).
     pub text_chars: usize,
+    /// The generated text itself (reasoning, then content), for a local tokenizer to count
+    /// when the server reports no usage.
+    pub text: String,
     pub usage: Option<Usage>,
     /// An error the server put inside the stream.
     pub error: Option<String>,
@@ -44,6 +47,7 @@ pub struct EventMeaning {
 pub struct WholeResponse {
     pub usage: Option<Usage>,
     pub text_chars: usize,
+    pub text: String,
 }
 
 pub trait Api: Send + Sync {

@@ -55,14 +55,19 @@ fn error_of(value: &Value) -> Option<String> {
     )
 }
 
-fn text_len(value: Option<&Value>) -> usize {
+/// Appends the text in `value` (a string, a list of parts, or a part with `text`/`content`) to
+/// `out`; returns the characters appended.
+fn collect_text(value: Option<&Value>, out: &mut String) -> usize {
     match value {
-        Some(Value::String(text)) => text.chars().count(),
-        Some(Value::Array(items)) => items.iter().map(|i| text_len(Some(i))).sum(),
+        Some(Value::String(text)) => {
+            out.push_str(text);
+            text.chars().count()
+        }
+        Some(Value::Array(items)) => items.iter().map(|i| collect_text(Some(i), out)).sum(),
         Some(Value::Object(map)) => map
             .get("text")
             .or_else(|| map.get("content"))
-            .map(|v| text_len(Some(v)))
+            .map(|v| collect_text(Some(v), out))
             .unwrap_or(0),
         _ => 0,
     }
@@ -105,10 +110,10 @@ impl Api for OpenAiChat {
             for choice in choices {
                 let delta = choice.get("delta").or_else(|| choice.get("message"));
                 if let Some(delta) = delta {
-                    let content = text_len(delta.get("content"));
-                    let reasoning = text_len(delta.get("reasoning_content"))
-                        + text_len(delta.get("reasoning"))
-                        + text_len(delta.get("reasoning_details"));
+                    let reasoning = collect_text(delta.get("reasoning_content"), &mut meaning.text)
+                        + collect_text(delta.get("reasoning"), &mut meaning.text)
+                        + collect_text(delta.get("reasoning_details"), &mut meaning.text);
+                    let content = collect_text(delta.get("content"), &mut meaning.text);
                     let tools = delta
                         .get("tool_calls")
                         .and_then(Value::as_array)
@@ -131,20 +136,23 @@ impl Api for OpenAiChat {
         if let Some(error) = error_of(&value) {
             return Err(error);
         }
-        let chars = value
+        let mut whole = WholeResponse {
+            usage: usage_of(&value),
+            ..WholeResponse::default()
+        };
+        for choice in value
             .get("choices")
             .and_then(Value::as_array)
-            .map(|choices| {
-                choices
-                    .iter()
-                    .map(|c| text_len(c.get("message").and_then(|m| m.get("content"))))
-                    .sum()
-            })
-            .unwrap_or(0);
-        Ok(WholeResponse {
-            usage: usage_of(&value),
-            text_chars: chars,
-        })
+            .into_iter()
+            .flatten()
+        {
+            let message = choice.get("message");
+            let field = |name: &str| message.and_then(|m| m.get(name));
+            whole.text_chars += collect_text(field("reasoning_content"), &mut whole.text)
+                + collect_text(field("reasoning"), &mut whole.text)
+                + collect_text(field("content"), &mut whole.text);
+        }
+        Ok(whole)
     }
 }
 
@@ -179,7 +187,7 @@ impl Api for OpenAiCompletions {
         };
         if let Some(choices) = value.get("choices").and_then(Value::as_array) {
             for choice in choices {
-                let chars = text_len(choice.get("text"));
+                let chars = collect_text(choice.get("text"), &mut meaning.text);
                 meaning.generated |= chars > 0;
                 meaning.visible |= chars > 0;
                 meaning.text_chars += chars;
@@ -197,15 +205,19 @@ impl Api for OpenAiCompletions {
         if let Some(error) = error_of(&value) {
             return Err(error);
         }
-        let chars = value
+        let mut whole = WholeResponse {
+            usage: usage_of(&value),
+            ..WholeResponse::default()
+        };
+        for choice in value
             .get("choices")
             .and_then(Value::as_array)
-            .map(|choices| choices.iter().map(|c| text_len(c.get("text"))).sum())
-            .unwrap_or(0);
-        Ok(WholeResponse {
-            usage: usage_of(&value),
-            text_chars: chars,
-        })
+            .into_iter()
+            .flatten()
+        {
+            whole.text_chars += collect_text(choice.get("text"), &mut whole.text);
+        }
+        Ok(whole)
     }
 }
 
