@@ -16,7 +16,7 @@ impl LocalTokenizer {
     pub fn load(path: &Path) -> Result<LocalTokenizer, InputError> {
         let inner = tokenizers::Tokenizer::from_file(path).map_err(|err| {
             InputError::file(
-                &path.display().to_string(),
+                path.display().to_string(),
                 format!("not a usable tokenizer.json ({err}); give the tokenizer.json of the served model"),
             )
         })?;
