@@ -12,9 +12,11 @@ use capplan::report::hardware::Section;
 use capplan::report::Format;
 use capplan::sim::capacity::SimPredictor;
 use capplan::sim::engine::{Admission, EngineOptions};
-use capplan::sim::predict::PredictRequest;
+use capplan::sim::predict::{PredictRequest, RateSearch};
 use capplan::sim::serve::fault::FaultRule;
 use capplan::slo::{parse_positive_seconds, Percentile, Slo};
+use capplan::workload::dataset::{read_dataset, DatasetLengths};
+use capplan::workload::tokens::LocalTokenizer;
 use capplan::workload::{ThinkTime, TokenLengths, Workload};
 
 #[derive(Debug, Parser)]
@@ -237,6 +239,10 @@ pub struct PredictArgs {
     /// Highest concurrency the search tries
     #[arg(long, default_value_t = 4096)]
     pub max_concurrency: u32,
+    /// Open loop instead of closed-loop users: Poisson arrivals at these rates (requests/s,
+    /// e.g. 2,4,8), or `auto` to find the highest rate that meets the SLO
+    #[arg(long, value_parser = parse_input::<RateSearch>, value_name = "R,...|auto")]
+    pub rate: Option<RateSearch>,
     /// Seed of the simulated request lengths and think times
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -248,12 +254,58 @@ pub struct PredictArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
-    /// Prompt tokens: 512, 100..1000 (uniform), normal:512,128[,MIN..MAX]
-    #[arg(long, default_value = "512", value_parser = parse_input::<TokenLengths>, value_name = "D")]
-    pub input_tokens: TokenLengths,
-    /// Output tokens, same forms
-    #[arg(long, default_value = "256", value_parser = parse_input::<TokenLengths>, value_name = "D")]
-    pub output_tokens: TokenLengths,
+    /// Prompt tokens: 512, 100..1000 (uniform), normal:512,128[,MIN..MAX] [default: 512]
+    #[arg(long, value_parser = parse_input::<TokenLengths>, value_name = "D", conflicts_with = "dataset")]
+    pub input_tokens: Option<TokenLengths>,
+    /// Output tokens, same forms [default: the dataset's reply lengths when every entry has one,
+    /// else 256]
+    #[arg(long, value_parser = parse_input::<TokenLengths>, value_name = "D")]
+    pub output_tokens: Option<TokenLengths>,
+    /// Prompt (and reply) lengths from a JSONL dataset: {"question"}, {"prompt"}, ShareGPT
+    /// conversations or OpenAI messages
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub dataset: Option<PathBuf>,
+    /// Count the dataset's tokens with this tokenizer.json [default: estimate, four ASCII
+    /// characters or one other character per token]
+    #[arg(long, value_name = "FILE", requires = "dataset")]
+    pub tokenizer: Option<PathBuf>,
+}
+
+impl WorkloadArgs {
+    /// Input and output lengths from the flags or the dataset.
+    pub fn lengths(&self) -> Result<(TokenLengths, TokenLengths), capplan::InputError> {
+        let default_output = TokenLengths::Fixed { tokens: 256 };
+        let Some(path) = &self.dataset else {
+            return Ok((
+                self.input_tokens
+                    .clone()
+                    .unwrap_or(TokenLengths::Fixed { tokens: 512 }),
+                self.output_tokens.clone().unwrap_or(default_output),
+            ));
+        };
+        let entries = read_dataset(path)?;
+        let tokenizer = match &self.tokenizer {
+            Some(file) => Some(LocalTokenizer::load(file)?),
+            None => None,
+        };
+        let lengths = DatasetLengths::of(&entries, tokenizer.as_ref());
+        let output = self
+            .output_tokens
+            .clone()
+            .or(lengths.output)
+            .unwrap_or(default_output);
+        Ok((lengths.input, output))
+    }
+
+    /// The workload with this think time.
+    pub fn workload(&self, think_time: ThinkTime) -> Result<Workload, capplan::InputError> {
+        let (input_tokens, output_tokens) = self.lengths()?;
+        Ok(Workload {
+            input_tokens,
+            output_tokens,
+            think_time,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -512,36 +564,28 @@ impl SloArgs {
 }
 
 impl PredictArgs {
-    pub fn request(&self) -> PredictRequest {
-        let mut request = PredictRequest::new(
-            Workload {
-                input_tokens: self.workload.input_tokens.clone(),
-                output_tokens: self.workload.output_tokens.clone(),
-                think_time: self.think_time,
-            },
-            self.slo.slo(),
-        );
+    pub fn request(&self) -> Result<PredictRequest, capplan::InputError> {
+        let mut request =
+            PredictRequest::new(self.workload.workload(self.think_time)?, self.slo.slo());
         request.max_concurrency = self.max_concurrency;
         request.seed = self.seed;
         request.engine = self.engine.options();
-        request
+        Ok(request)
     }
 }
 
 impl SolveArgs {
     /// The predictor for rows nobody measured, unless `--no-predict`.
-    pub fn predictor(&self) -> Option<SimPredictor> {
-        (!self.no_predict).then(|| {
-            SimPredictor::new(
-                Workload {
-                    input_tokens: self.workload.input_tokens.clone(),
-                    output_tokens: self.workload.output_tokens.clone(),
-                    think_time: self.think_time.unwrap_or(ThinkTime::NONE),
-                },
-                self.prediction_slo(),
-                self.memory.options(),
-            )
-        })
+    pub fn predictor(&self) -> Result<Option<SimPredictor>, capplan::InputError> {
+        if self.no_predict {
+            return Ok(None);
+        }
+        Ok(Some(SimPredictor::new(
+            self.workload
+                .workload(self.think_time.unwrap_or(ThinkTime::NONE))?,
+            self.prediction_slo(),
+            self.memory.options(),
+        )))
     }
 
     /// The SLO predicted rows are held to: the one asked, with TPOT ≤ 100 ms added when no

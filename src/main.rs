@@ -12,7 +12,7 @@ use capplan::probe::run::{load_config, run_probe, ProbeConfig, RunFolder, Target
 use capplan::report::hardware::{CatalogEntry, CatalogListing};
 use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
-use capplan::sim::predict::{engine_for, predict, Calibration, Layout};
+use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
 use capplan::{plan, store};
@@ -54,7 +54,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("reading capacity tables in {}", dir.display()))?,
                 None => Vec::new(),
             };
-            let mut predictor = args.predictor();
+            let mut predictor = args.predictor()?;
             let report = plan::solve(
                 &catalog,
                 &points,
@@ -97,10 +97,14 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Predict(args) => {
             let (layout, calibration) = resolve_layout(&catalog, &args.layout, &args.memory)?;
-            let mut prediction =
-                predict(&layout, &calibration, &args.request()).map_err(|rejected| {
-                    capplan::InputError::value(format!("cannot predict: {rejected}"))
-                })?;
+            let request = args.request()?;
+            let predicted = match &args.rate {
+                Some(rates) => predict_rate(&layout, &calibration, &request, rates),
+                None => predict(&layout, &calibration, &request),
+            };
+            let mut prediction = predicted.map_err(|rejected| {
+                capplan::InputError::value(format!("cannot predict: {rejected}"))
+            })?;
             prediction.instances_per_node = args.instances_per_node;
             print(&prediction, cli)?;
             Ok(ExitCode::SUCCESS)

@@ -10,7 +10,7 @@ use std::time::Duration;
 use capplan::probe::api::{Api, OpenAiChat, Prompt};
 use capplan::probe::client::{send, Endpoint};
 use capplan::probe::record::{CountSource, FailureKind, RequestRecord};
-use capplan::probe::token_count::LocalTokenizer;
+use capplan::workload::tokens::LocalTokenizer;
 use common::stub::{
     chunk, content, done, end, event, head, sse_head, start, usage, wait_ms, whole, Act, Received,
     Script,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::api::{Api, Prompt, Usage};
 use super::record::{CountSource, FailureKind, Phase, RequestRecord};
 use super::sse::{SseDecoder, SseEvent};
-use super::token_count::LocalTokenizer;
+use crate::workload::tokens::LocalTokenizer;
 
 /// Installs rustls's ring provider, which every HTTPS-capable `reqwest::Client` in this crate's
 /// build needs before it is created; installing twice is harmless.

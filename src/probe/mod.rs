@@ -11,5 +11,4 @@ pub mod search;
 pub mod selfcheck;
 pub mod sse;
 pub mod step;
-pub mod token_count;
 pub mod verdict;

@@ -5,15 +5,11 @@
 //! a prefix: a server's prefix cache cannot make a later step look faster than the first.
 //! Datasets are also read from a different offset at every step.
 
-use std::path::Path;
-
+use super::api::Prompt;
+use crate::workload::dataset::DatasetEntry;
+use crate::workload::TokenLengths;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use serde_json::Value;
-
-use super::api::Prompt;
-use crate::error::InputError;
-use crate::workload::TokenLengths;
 
 /// Common short English words: one token each in the usual tokenizers, one token each in
 /// `capplan serve` (which counts words).
@@ -23,13 +19,6 @@ const WORDS: [&str; 48] = [
     "word", "but", "not", "what", "all", "were", "we", "when", "your", "can", "said", "there",
     "use", "an", "each", "which", "she", "do", "how", "their", "if",
 ];
-
-/// One dataset entry: a prompt, and the reply length if the dataset has one.
-#[derive(Debug, Clone)]
-pub struct DatasetEntry {
-    pub prompt: String,
-    pub reply_words: Option<u32>,
-}
 
 /// Where prompts come from.
 #[derive(Debug, Clone)]
@@ -65,69 +54,6 @@ impl PromptSource {
     }
 }
 
-/// Reads a JSONL dataset; a line that is none of the known forms is an error naming the line.
-pub fn read_dataset(path: &Path) -> Result<Vec<DatasetEntry>, InputError> {
-    let location = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| InputError::file(&location, format!("cannot read: {err}")))?;
-    let mut entries = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let here = format!("{location}:{}", index + 1);
-        let value: Value = serde_json::from_str(line)
-            .map_err(|err| InputError::file(&here, format!("not JSON: {err}")))?;
-        let entry = parse_entry(&value).ok_or_else(|| {
-            InputError::file(
-                &here,
-                "expected {\"question\": …}, {\"prompt\": …} or {\"conversations\": [{\"from\": \"human\", \"value\": …}, …]}",
-            )
-        })?;
-        entries.push(entry);
-    }
-    if entries.is_empty() {
-        return Err(InputError::file(location, "the dataset has no entries"));
-    }
-    Ok(entries)
-}
-
-fn parse_entry(value: &Value) -> Option<DatasetEntry> {
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(String::from);
-    if let Some(prompt) = text(value.get("question")).or_else(|| text(value.get("prompt"))) {
-        let reply = text(value.get("answer"))
-            .or_else(|| text(value.get("response")))
-            .or_else(|| text(value.get("completion")));
-        return Some(DatasetEntry {
-            prompt,
-            reply_words: reply.map(|r| r.split_whitespace().count() as u32),
-        });
-    }
-    let turns = value
-        .get("conversations")
-        .or_else(|| value.get("messages"))?
-        .as_array()?;
-    let speaker = |turn: &Value| {
-        text(turn.get("from"))
-            .or_else(|| text(turn.get("role")))
-            .unwrap_or_default()
-    };
-    let said = |turn: &Value| text(turn.get("value")).or_else(|| text(turn.get("content")));
-    let first_human = turns
-        .iter()
-        .position(|t| matches!(speaker(t).as_str(), "human" | "user"))?;
-    let prompt = said(&turns[first_human])?;
-    let reply_words = turns[first_human + 1..]
-        .iter()
-        .find(|t| matches!(speaker(t).as_str(), "gpt" | "assistant" | "bot"))
-        .and_then(said)
-        .map(|r| r.split_whitespace().count() as u32);
-    Some(DatasetEntry {
-        prompt,
-        reply_words,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,31 +73,5 @@ mod tests {
             "steps never share a prefix"
         );
         assert_eq!(a.text, source.prompt("r1", 0, 0, 7).text, "deterministic");
-    }
-
-    #[test]
-    fn reads_the_three_dataset_forms() {
-        let dir = std::env::temp_dir().join(format!("capplan-ds-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("d.jsonl");
-        std::fs::write(
-            &path,
-            r#"{"question": "what is two plus two"}
-{"prompt": "write a haiku", "completion": "old pond frog jumps in"}
-{"conversations": [{"from": "system", "value": "be nice"}, {"from": "human", "value": "hello there"}, {"from": "gpt", "value": "hi how are you"}]}
-
-"#,
-        )
-        .unwrap();
-        let entries = read_dataset(&path).unwrap();
-        assert_eq!(entries.len(), 3);
-        assert_eq!(entries[0].prompt, "what is two plus two");
-        assert_eq!(entries[1].reply_words, Some(5));
-        assert_eq!(entries[2].prompt, "hello there");
-        assert_eq!(entries[2].reply_words, Some(4));
-
-        std::fs::write(&path, "{\"question\": \"ok\"}\n{\"text\": \"no\"}\n").unwrap();
-        let err = read_dataset(&path).unwrap_err().to_string();
-        assert!(err.contains("d.jsonl:2"), "{err}");
     }
 }

@@ -9,14 +9,15 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{Api, OpenAiChat, OpenAiCompletions};
 use super::client::Endpoint;
-use super::prompts::{read_dataset, PromptSource};
+use super::prompts::PromptSource;
 use super::run_dir;
 use super::search::{bracket, next_level, Bracket, Ramp};
 use super::step::{run_step, ProbeContext, StepSpec, StepSummary};
-use super::token_count::LocalTokenizer;
 use super::verdict::{min_samples, Verdict};
 use crate::error::InputError;
 use crate::slo::Slo;
+use crate::workload::dataset::read_dataset;
+use crate::workload::tokens::LocalTokenizer;
 use crate::workload::{ThinkTime, TokenLengths};
 
 /// What is being probed.

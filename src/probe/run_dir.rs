@@ -116,7 +116,7 @@ fn header() -> Vec<String> {
     for kind in FailureKind::ALL {
         columns.push(format!("failures_{}", kind.name()));
     }
-    for metric in ["ttft", "tpot", "itl", "e2e"] {
+    for metric in ["ttft", "tpot", "itl", "e2e", "e2e_per_token"] {
         for stat in STAT_COLUMNS {
             columns.push(format!("{metric}_{stat}_s"));
         }
@@ -131,6 +131,7 @@ fn header() -> Vec<String> {
         "client_lag_p99_ms",
         "client_cpu_cores",
         "client_bottleneck",
+        "why",
     ] {
         columns.push(tail.to_string());
     }
@@ -172,7 +173,13 @@ pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
             .map_or(0, |(_, n)| *n);
         row.push(n.to_string());
     }
-    for summary in [&step.ttft, &step.tpot, &step.itl, &step.e2e] {
+    for summary in [
+        &step.ttft,
+        &step.tpot,
+        &step.itl,
+        &step.e2e,
+        &step.e2e_per_token,
+    ] {
         row.extend(stats(summary));
     }
     row.extend([
@@ -188,6 +195,7 @@ pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
         format!("{:.2}", step.client.loop_lag_p99_ms),
         format!("{:.3}", step.client.cpu_cores),
         step.client.bottleneck.to_string(),
+        step.verdict.explain(),
     ]);
     writer.write_record(row).map_err(std::io::Error::other)?;
     writer.flush()

@@ -68,6 +68,8 @@ pub struct StepSummary {
     pub tpot: Option<Summary>,
     pub itl: Option<Summary>,
     pub e2e: Option<Summary>,
+    /// E2E ÷ output tokens (what GuideLLM calls TPOT).
+    pub e2e_per_token: Option<Summary>,
     pub output_tokens_per_s: f64,
     pub requests_per_s: f64,
     pub verdict: StepVerdict,
@@ -294,6 +296,11 @@ fn summarize(
     let tpots: Vec<f64> = ok.iter().filter_map(|r| r.tpot_s).collect();
     let itls: Vec<f64> = ok.iter().flat_map(|r| r.itl_s.iter().copied()).collect();
     let e2es: Vec<f64> = ok.iter().map(|r| r.e2e_s).collect();
+    let per_token: Vec<f64> = ok
+        .iter()
+        .filter(|r| r.output_tokens > 0)
+        .map(|r| r.e2e_s / f64::from(r.output_tokens))
+        .collect();
     let mut by_kind: Vec<(FailureKind, usize)> = Vec::new();
     for kind in FailureKind::ALL {
         let n = counted
@@ -325,6 +332,7 @@ fn summarize(
         tpot: Summary::of(&tpots),
         itl: Summary::of(&itls),
         e2e: Summary::of(&e2es),
+        e2e_per_token: Summary::of(&per_token),
         output_tokens_per_s: tokens as f64 / window,
         requests_per_s: ok.len() as f64 / window,
         verdict,

@@ -41,7 +41,12 @@ impl Report for Prediction {
         let mut table = Table {
             caption: Some("Latency in ms; percentiles interpolated on exact values".into()),
             headers: [
-                "users",
+                if self.rate_star.is_some() {
+                    "offered req/s"
+                } else {
+                    "users"
+                },
+                "in flight",
                 "requests",
                 "TTFT mean",
                 "TTFT p50",
@@ -72,7 +77,11 @@ impl Report for Prediction {
                     .unwrap_or_else(|| "-".into())
             };
             table.rows.push(vec![
-                level.concurrency.to_string(),
+                match level.offered_rate {
+                    Some(rate) => format!("{rate:.3}"),
+                    None => level.concurrency.to_string(),
+                },
+                format!("{:.1}", level.mean_in_flight),
                 level.requests.to_string(),
                 ms(level.ttft.mean),
                 ms(level.ttft.p50),
@@ -99,22 +108,41 @@ impl Report for Prediction {
             Some(fail) => format!("[{} pass, {} fail]", self.last_pass, fail),
             None => format!("≥ {} (no fail found)", self.last_pass),
         };
-        let notes = vec![
-            format!(
-                "C* = {} users per instance {bracket}; limit {}.",
-                self.c_star, self.limit
-            ),
-            format!(
-                "{} instance(s) per node → {} users per node.",
-                self.instances_per_node,
-                u64::from(self.instances_per_node) * u64::from(self.c_star)
-            ),
-            format!(
-                "Predicted in virtual time in {:.0} ms; the TTFT limit {} includes queueing.",
-                self.elapsed_ms,
-                format_seconds(self.slo.ttft_s)
-            ),
-        ];
+        let mut notes = match &self.rate_star {
+            Some(rate) => vec![
+                format!(
+                    "R* = {:.3} requests/s per instance (Poisson arrivals) {}, {:.1} in flight on average; limit {}.",
+                    rate.rate,
+                    match rate.first_fail {
+                        Some(fail) => format!("[{:.3} pass, {fail:.3} fail]", rate.last_pass),
+                        None => "(no fail found)".into(),
+                    },
+                    rate.mean_in_flight,
+                    self.limit
+                ),
+                format!(
+                    "{} instance(s) per node → {:.2} requests/s per node.",
+                    self.instances_per_node,
+                    f64::from(self.instances_per_node) * rate.rate
+                ),
+            ],
+            None => vec![
+                format!(
+                    "C* = {} users per instance {bracket}; limit {}.",
+                    self.c_star, self.limit
+                ),
+                format!(
+                    "{} instance(s) per node → {} users per node.",
+                    self.instances_per_node,
+                    u64::from(self.instances_per_node) * u64::from(self.c_star)
+                ),
+            ],
+        };
+        notes.extend([format!(
+            "Predicted in virtual time in {:.0} ms; the TTFT limit {} includes queueing.",
+            self.elapsed_ms,
+            format_seconds(self.slo.ttft_s)
+        )]);
         Document {
             heading,
             tables: vec![table],

@@ -89,10 +89,15 @@ impl PredictRequest {
     }
 }
 
-/// Latency and throughput at one concurrency.
+/// Latency and throughput at one load level: closed-loop users, or an open-loop request rate.
 #[derive(Debug, Clone, Serialize)]
 pub struct LevelResult {
+    /// Closed-loop users (0 for an open-loop level).
     pub concurrency: u32,
+    /// Open-loop Poisson arrival rate, requests per second (`None` for closed loop).
+    pub offered_rate: Option<f64>,
+    /// Mean requests in flight (Little's law: completed requests per second × mean E2E).
+    pub mean_in_flight: f64,
     pub requests: usize,
     pub ttft: Summary,
     pub tpot: Option<Summary>,
@@ -115,8 +120,12 @@ pub struct Prediction {
     pub dtype: Dtype,
     pub workload: Workload,
     pub slo: Slo,
-    /// Most concurrent users one instance holds within the SLO (0: not even one).
+    /// Most concurrent users one instance holds within the SLO (0: not even one; 0 too when
+    /// the search was over request rates, see `rate_star`).
     pub c_star: u32,
+    /// With `--rate`: the highest open-loop (Poisson) request rate one instance holds within
+    /// the SLO, requests per second, with its bracket.
+    pub rate_star: Option<RateCapacity>,
     /// [last pass, first fail]; no fail when the search reached `max_concurrency`.
     pub last_pass: u32,
     pub first_fail: Option<u32>,
@@ -129,6 +138,50 @@ pub struct Prediction {
     /// Instances per node the caller plans (users per node = instances × C*).
     pub instances_per_node: u32,
     pub elapsed_ms: f64,
+}
+
+/// The outcome of a search over request rates.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RateCapacity {
+    pub rate: f64,
+    pub last_pass: f64,
+    /// `None` when every rate tried passed.
+    pub first_fail: Option<f64>,
+    /// Mean requests in flight at `rate` (Little's law).
+    pub mean_in_flight: f64,
+}
+
+/// Which open-loop rates to try.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateSearch {
+    /// Double from one user's request rate until the SLO fails, then bisect.
+    Auto,
+    /// These rates, requests per second.
+    Fixed(Vec<f64>),
+}
+
+impl std::str::FromStr for RateSearch {
+    type Err = crate::error::InputError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.trim() == "auto" {
+            return Ok(RateSearch::Auto);
+        }
+        let rates = text
+            .split(',')
+            .map(|part| {
+                let part = part.trim().trim_end_matches("/s");
+                match part.parse::<f64>() {
+                    Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+                    _ => Err(crate::error::InputError::value(format!(
+                        "'{part}' is not a request rate: use auto, or requests per second such as 2.5 or 1,2,4"
+                    ))),
+                }
+            })
+            .collect::<Result<Vec<f64>, _>>()?;
+        Ok(RateSearch::Fixed(rates))
+    }
 }
 
 /// Sets up an engine for `layout`, or says why the layout cannot run.
@@ -174,10 +227,30 @@ pub fn evaluate_level(
         client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
     };
     let run = run_virtual(&mut engine, &spec);
-    Ok(judge(concurrency, &run, &request.slo))
+    Ok(judge(concurrency, None, &run, &request.slo))
 }
 
-fn judge(concurrency: u32, run: &RunResult, slo: &Slo) -> LevelResult {
+/// Runs one open-loop level (Poisson arrivals at `rate` per second) and judges it.
+pub fn evaluate_rate(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    rate: f64,
+) -> Result<LevelResult, LayoutRejected> {
+    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+    let spec = RunSpec {
+        arrivals: Arrivals::Open { rate },
+        workload: request.workload.clone(),
+        warmup_requests: 100,
+        measured_requests: 1000,
+        seed: request.seed,
+        client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+    };
+    let run = run_virtual(&mut engine, &spec);
+    Ok(judge(0, Some(rate), &run, &request.slo))
+}
+
+fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo) -> LevelResult {
     let ttfts: Vec<f64> = run.requests.iter().map(|r| r.ttft()).collect();
     let tpots: Vec<f64> = run.requests.iter().filter_map(|r| r.tpot()).collect();
     let e2es: Vec<f64> = run.requests.iter().map(|r| r.e2e()).collect();
@@ -213,8 +286,15 @@ fn judge(concurrency: u32, run: &RunResult, slo: &Slo) -> LevelResult {
     if run.requests.is_empty() {
         failed.push("no request finished".into());
     }
+    let mean_e2e = if e2es.is_empty() {
+        0.0
+    } else {
+        e2es.iter().sum::<f64>() / e2es.len() as f64
+    };
     LevelResult {
         concurrency,
+        offered_rate,
+        mean_in_flight: run.requests_per_s() * mean_e2e,
         requests: run.requests.len(),
         ttft: Summary::of(&ttfts).unwrap_or(empty),
         tpot: Summary::of(&tpots),
@@ -228,14 +308,12 @@ fn judge(concurrency: u32, run: &RunResult, slo: &Slo) -> LevelResult {
     }
 }
 
-/// Finds C* for `layout`: concurrency doubles from 1 until the SLO fails, then the bracket is
-/// bisected down to `resolution`.
-pub fn predict(
+/// A prediction with no levels yet: the layout checked against memory and the workload.
+fn predict_shell(
     layout: &Layout,
     calibration: &Calibration,
     request: &PredictRequest,
 ) -> Result<Prediction, LayoutRejected> {
-    let started = Instant::now();
     let (engine, memory) = engine_for(layout, calibration, &request.engine, false)?;
     let longest = u64::from(request.workload.input_tokens.max())
         + u64::from(request.workload.output_tokens.max());
@@ -247,9 +325,37 @@ pub fn predict(
             ),
         });
     }
-    let engine_config = *engine.config();
-    drop(engine);
+    Ok(Prediction {
+        model: layout.model.name.clone(),
+        card: layout.card.name.clone(),
+        tp: layout.tp,
+        interconnect: layout.interconnect.clone(),
+        dtype: memory.dtype,
+        workload: request.workload.clone(),
+        slo: request.slo,
+        c_star: 0,
+        rate_star: None,
+        last_pass: 0,
+        first_fail: None,
+        limit: String::new(),
+        curve: Vec::new(),
+        calibration: calibration.clone(),
+        engine: *engine.config(),
+        memory,
+        instances_per_node: 1,
+        elapsed_ms: 0.0,
+    })
+}
 
+/// Finds C* for `layout`: concurrency doubles from 1 until the SLO fails, then the bracket is
+/// bisected down to `resolution`.
+pub fn predict(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+) -> Result<Prediction, LayoutRejected> {
+    let started = Instant::now();
+    let mut prediction = predict_shell(layout, calibration, request)?;
     let mut levels: BTreeMap<u32, LevelResult> = BTreeMap::new();
     let mut evaluate = |c: u32| -> Result<bool, LayoutRejected> {
         let result = evaluate_level(layout, calibration, request, c)?;
@@ -291,7 +397,7 @@ pub fn predict(
         last_pass = low;
         first_fail = Some(high);
     }
-    let limit = match first_fail.and_then(|c| levels.get(&c)) {
+    prediction.limit = match first_fail.and_then(|c| levels.get(&c)) {
         Some(level) => format!(
             "at {} users: {}",
             level.concurrency,
@@ -299,25 +405,107 @@ pub fn predict(
         ),
         None => format!("none found up to {max} users (raise --max-concurrency)"),
     };
-    Ok(Prediction {
-        model: layout.model.name.clone(),
-        card: layout.card.name.clone(),
-        tp: layout.tp,
-        interconnect: layout.interconnect.clone(),
-        dtype: memory.dtype,
-        workload: request.workload.clone(),
-        slo: request.slo,
-        c_star: last_pass,
+    prediction.c_star = last_pass;
+    prediction.last_pass = last_pass;
+    prediction.first_fail = first_fail;
+    prediction.curve = levels.into_values().collect();
+    prediction.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(prediction)
+}
+
+/// Finds the highest open-loop request rate `layout` holds within the SLO (`RateSearch::Auto`:
+/// doubling from the rate one user alone sends, then bisection to `resolution`), or judges the
+/// given rates. Open-loop arrivals are bursty, so the requests in flight at this rate are fewer
+/// than the closed-loop C* — plan with the one that matches how your users arrive.
+pub fn predict_rate(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    search: &RateSearch,
+) -> Result<Prediction, LayoutRejected> {
+    let started = Instant::now();
+    let mut prediction = predict_shell(layout, calibration, request)?;
+    let mut levels: Vec<LevelResult> = Vec::new();
+    let mut evaluate = |rate: f64| -> Result<bool, LayoutRejected> {
+        let result = evaluate_rate(layout, calibration, request, rate)?;
+        let pass = result.pass;
+        levels.push(result);
+        Ok(pass)
+    };
+    let (mut last_pass, mut first_fail) = (0.0_f64, None::<f64>);
+    match search {
+        RateSearch::Fixed(rates) => {
+            for &rate in rates {
+                if evaluate(rate)? {
+                    last_pass = last_pass.max(rate);
+                } else {
+                    first_fail = Some(first_fail.map_or(rate, |f: f64| f.min(rate)));
+                }
+            }
+        }
+        RateSearch::Auto => {
+            // One user alone sends a request every E2E: a rate that nearly always passes.
+            let alone = evaluate_level(layout, calibration, request, 1)?;
+            let mut rate = if alone.e2e.mean > 0.0 {
+                1.0 / alone.e2e.mean
+            } else {
+                1.0
+            };
+            let ceiling = f64::from(request.max_concurrency.max(1)) * rate;
+            loop {
+                if evaluate(rate)? {
+                    last_pass = rate;
+                    if rate >= ceiling {
+                        break;
+                    }
+                    rate = (rate * 2.0).min(ceiling);
+                } else {
+                    first_fail = Some(rate);
+                    break;
+                }
+            }
+            if let Some(mut high) = first_fail {
+                let mut low = last_pass;
+                while low > 0.0 && (high - low) > request.resolution * low {
+                    let mid = (low + high) / 2.0;
+                    if evaluate(mid)? {
+                        low = mid;
+                    } else {
+                        high = mid;
+                    }
+                }
+                last_pass = low;
+                first_fail = Some(high);
+            }
+        }
+    }
+    levels.sort_by(|a, b| {
+        a.offered_rate
+            .unwrap_or(0.0)
+            .total_cmp(&b.offered_rate.unwrap_or(0.0))
+    });
+    let at = |rate: Option<f64>| {
+        levels
+            .iter()
+            .find(|l| rate.is_some() && l.offered_rate == rate)
+    };
+    prediction.limit = match at(first_fail) {
+        Some(level) => format!(
+            "at {:.3} requests/s: {}",
+            level.offered_rate.unwrap_or(0.0),
+            level.failed.join("; ")
+        ),
+        None => "no rate tried failed".into(),
+    };
+    prediction.rate_star = Some(RateCapacity {
+        rate: last_pass,
         last_pass,
         first_fail,
-        limit,
-        curve: levels.into_values().collect(),
-        calibration: calibration.clone(),
-        engine: engine_config,
-        memory,
-        instances_per_node: 1,
-        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-    })
+        mean_in_flight: at(Some(last_pass)).map_or(0.0, |l| l.mean_in_flight),
+    });
+    prediction.curve = levels;
+    prediction.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(prediction)
 }
 
 #[cfg(test)]
@@ -389,5 +577,58 @@ mod tests {
         let p = predict_on("L4", 1, &request(5.0, 0.001));
         assert_eq!(p.c_star, 0);
         assert!(p.limit.contains("TPOT"), "{}", p.limit);
+    }
+
+    #[test]
+    fn the_rate_search_brackets_r_star_and_obeys_littles_law() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        let card = catalog.card("L4").unwrap();
+        let layout = Layout::on_card(model, card, 1);
+        let calibration = Calibration::for_card(card, &card.interconnect);
+        let req = request(2.0, 0.1);
+        let open = predict_rate(&layout, &calibration, &req, &RateSearch::Auto).unwrap();
+        let rate = open.rate_star.expect("a rate search");
+        let fail = rate.first_fail.expect("a failing rate");
+        assert!(rate.rate > 0.0 && fail > rate.rate);
+        assert!(fail - rate.rate <= 0.02 * rate.rate + 1e-9, "{rate:?}");
+        let at = |r: f64| {
+            open.curve
+                .iter()
+                .find(|l| l.offered_rate == Some(r))
+                .unwrap()
+        };
+        assert!(at(rate.rate).pass && !at(fail).pass);
+        // Little's law: in flight = achieved rate × mean E2E, and the achieved rate is the
+        // offered one (±10 % over 1000 Poisson arrivals) below saturation.
+        let level = at(rate.rate);
+        assert!(
+            (level.requests_per_s - rate.rate).abs() / rate.rate < 0.1,
+            "{level:?}"
+        );
+        assert!(
+            (level.mean_in_flight - level.requests_per_s * level.e2e.mean).abs() < 1e-6,
+            "{level:?}"
+        );
+        // Poisson bursts cost capacity: fewer in flight at R* than closed-loop users at C*.
+        let closed = predict(&layout, &calibration, &req).unwrap();
+        assert!(
+            rate.mean_in_flight <= f64::from(closed.c_star) * 1.05,
+            "{} in flight vs C* {}",
+            rate.mean_in_flight,
+            closed.c_star
+        );
+    }
+
+    #[test]
+    fn fixed_rates_are_judged_and_bad_ones_refused() {
+        assert_eq!(
+            "1,2.5/s".parse::<RateSearch>().unwrap(),
+            RateSearch::Fixed(vec![1.0, 2.5])
+        );
+        assert_eq!("auto".parse::<RateSearch>().unwrap(), RateSearch::Auto);
+        for bad in ["0", "-1", "fast", "1,,2"] {
+            assert!(bad.parse::<RateSearch>().is_err(), "{bad}");
+        }
     }
 }

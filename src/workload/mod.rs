@@ -1,7 +1,9 @@
 //! The request mix: token lengths of prompts and outputs, and think time between requests.
 
+pub mod dataset;
 pub mod lengths;
 pub mod think;
+pub mod tokens;
 
 use std::fmt;
 

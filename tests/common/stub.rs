@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +19,8 @@ pub enum Act {
     Bytes(Vec<u8>),
     /// Pause.
     Wait(Duration),
+    /// Pause until this long after the request was read (a schedule that does not drift).
+    At(Duration),
     /// Cut the connection with a TCP reset.
     Reset,
     /// Close the connection cleanly.
@@ -40,22 +42,92 @@ pub struct Received {
 
 pub type Script = Arc<dyn Fn(&Received) -> Vec<Act> + Send + Sync>;
 
+/// How late the server's scheduled writes ([`Act::At`]) went out: the server's own error, to
+/// tell apart from the client's. The first scheduled write of each request (its first token,
+/// in a streaming script) is kept apart from all of them.
+#[derive(Debug, Default)]
+pub struct Lateness {
+    inner: Mutex<[Late; 2]>,
+}
+
+/// Count, sum and worst of lateness, seconds.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Late {
+    pub writes: u64,
+    pub sum_s: f64,
+    pub max_s: f64,
+}
+
+impl Late {
+    fn add(&mut self, late_s: f64) {
+        self.writes += 1;
+        self.sum_s += late_s;
+        self.max_s = self.max_s.max(late_s);
+    }
+
+    pub fn mean_s(&self) -> f64 {
+        if self.writes > 0 {
+            self.sum_s / self.writes as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+impl Lateness {
+    fn add(&self, late_s: f64, first: bool) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner[1].add(late_s);
+            if first {
+                inner[0].add(late_s);
+            }
+        }
+    }
+
+    /// (first scheduled write of each request, every scheduled write) since the last call;
+    /// resets.
+    pub fn take(&self) -> (Late, Late) {
+        match self.inner.lock() {
+            Ok(mut inner) => {
+                let [first, all] = std::mem::take(&mut *inner);
+                (first, all)
+            }
+            Err(_) => Default::default(),
+        }
+    }
+}
+
 /// Starts the server; returns its base URL (`http://127.0.0.1:PORT`). It lives as long as the
 /// runtime it was started in.
 pub async fn start(script: Script) -> String {
+    start_with(script, Arc::new(Lateness::default())).await
+}
+
+/// [`start`], recording the lateness of scheduled writes into `lateness`.
+pub async fn start_with(script: Script, lateness: Arc<Lateness>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("address"));
     let counter = Arc::new(AtomicU64::new(0));
     tokio::spawn(async move {
         while let Ok((socket, _)) = listener.accept().await {
             let _ = socket.set_nodelay(true);
-            tokio::spawn(connection(socket, script.clone(), counter.clone()));
+            tokio::spawn(connection(
+                socket,
+                script.clone(),
+                counter.clone(),
+                lateness.clone(),
+            ));
         }
     });
     url
 }
 
-async fn connection(mut socket: TcpStream, script: Script, counter: Arc<AtomicU64>) {
+async fn connection(
+    mut socket: TcpStream,
+    script: Script,
+    counter: Arc<AtomicU64>,
+    lateness: Arc<Lateness>,
+) {
     let mut buffer: Vec<u8> = Vec::new();
     loop {
         let Some((head, body)) = read_request(&mut socket, &mut buffer).await else {
@@ -67,6 +139,7 @@ async fn connection(mut socket: TcpStream, script: Script, counter: Arc<AtomicU6
             body,
             at: Instant::now(),
         };
+        let mut first_scheduled = true;
         for act in script(&received) {
             match act {
                 Act::Bytes(bytes) => {
@@ -75,6 +148,12 @@ async fn connection(mut socket: TcpStream, script: Script, counter: Arc<AtomicU6
                     }
                 }
                 Act::Wait(pause) => tokio::time::sleep(pause).await,
+                Act::At(offset) => {
+                    let due = received.at + offset;
+                    tokio::time::sleep_until(due.into()).await;
+                    let late = Instant::now().saturating_duration_since(due).as_secs_f64();
+                    lateness.add(late, std::mem::take(&mut first_scheduled));
+                }
                 Act::Reset => {
                     // Linger 0 makes the close a reset; with a zero timeout, closing never blocks.
                     #[allow(deprecated)]

@@ -1,0 +1,91 @@
+//! `capplan predict` from the command line: dataset lengths, open-loop rates, and bad input.
+
+mod common;
+
+use common::{capplan, json, scratch};
+
+const LAYOUT: [&str; 8] = [
+    "predict",
+    "--model",
+    "llama-3.1-8b",
+    "--card",
+    "L4",
+    "--ttft",
+    "2s",
+    "--format",
+];
+
+fn predict(extra: &[&str]) -> common::Run {
+    let mut args = LAYOUT.to_vec();
+    args.push("json");
+    args.extend(extra);
+    capplan(&args)
+}
+
+#[test]
+fn a_dataset_gives_the_lengths_and_its_replies_the_outputs() {
+    let dir = scratch("predict-dataset");
+    let path = dir.join("chat.jsonl");
+    // Prompts of 40 and 80 ASCII characters (10 and 20 estimated tokens); replies of 400 and
+    // 800 (100 and 200).
+    let line = |prompt: usize, reply: usize| {
+        format!(
+            "{{\"prompt\": \"{}\", \"completion\": \"{}\"}}\n",
+            "a".repeat(prompt),
+            "b".repeat(reply)
+        )
+    };
+    std::fs::write(&path, line(40, 400) + &line(80, 800)).unwrap();
+    let run = predict(&["--dataset", path.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let value = json(&run);
+    assert_eq!(value["workload"]["input_tokens"]["kind"], "empirical");
+    assert_eq!(
+        value["workload"]["input_tokens"]["tokens"],
+        serde_json::json!([10, 20])
+    );
+    assert_eq!(
+        value["workload"]["output_tokens"]["tokens"],
+        serde_json::json!([100, 200])
+    );
+    assert!(value["c_star"].as_u64().unwrap() > 0);
+
+    // --output-tokens overrides the replies.
+    let run = predict(&["--dataset", path.to_str().unwrap(), "--output-tokens", "64"]);
+    assert_eq!(json(&run)["workload"]["output_tokens"]["tokens"], 64);
+}
+
+#[test]
+fn rates_give_r_star_and_a_curve_of_rates() {
+    let run = predict(&["--tpot", "100ms", "--rate", "0.5,1,4"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let value = json(&run);
+    let rates: Vec<f64> = value["curve"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["offered_rate"].as_f64().unwrap())
+        .collect();
+    assert_eq!(rates, [0.5, 1.0, 4.0]);
+    // 4 requests/s of 512 in / 256 out is far beyond one L4 at 100 ms per token.
+    assert_eq!(value["rate_star"]["rate"], 1.0);
+    assert_eq!(value["rate_star"]["first_fail"], 4.0);
+}
+
+#[test]
+fn bad_datasets_and_rates_name_what_is_wrong() {
+    let dir = scratch("predict-bad");
+    let path = dir.join("bad.jsonl");
+    std::fs::write(&path, "{\"prompt\": \"ok\"}\n{\"oops\": 1}\n").unwrap();
+    let run = predict(&["--dataset", path.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("bad.jsonl:2"), "{}", run.stderr);
+
+    let run = predict(&["--rate", "fast"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("'fast'"), "{}", run.stderr);
+
+    let run = predict(&["--dataset", "missing.jsonl"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("missing.jsonl"), "{}", run.stderr);
+}
