@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use capplan::catalog::{Dtype, MemoryOptions};
 use capplan::plan::{Demand, SolveRequest};
+use capplan::probe::redact::{redact_command, redact_url};
 use capplan::probe::run::{Input, LayoutInfo, ProbeConfig, Target};
 use capplan::probe::search::Ramp;
 use capplan::report::hardware::Section;
@@ -62,10 +63,11 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("target").args(["url", "sim", "resume"]).required(true))]
+#[command(group = clap::ArgGroup::new("target").args(["url", "sim", "resume"]).required(true).multiple(true))]
 pub struct ProbeArgs {
-    /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000
-    #[arg(long)]
+    /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000 (with --resume: the
+    /// URL again, when the run's stored one had its credentials removed)
+    #[arg(long, conflicts_with = "sim")]
     pub url: Option<String>,
     /// Probe capplan's simulated engine of --model/--card/--tp, started in-process
     #[arg(long)]
@@ -486,7 +488,9 @@ impl ProbeArgs {
             None => card.interconnect.clone(),
         };
         let target = match (&self.url, self.sim) {
-            (Some(url), _) => Target::Url { url: url.clone() },
+            (Some(url), _) => Target::Url {
+                url: redact_url(url),
+            },
             (None, _) => Target::Sim {
                 time_scale: self.sim_time_scale,
                 faults: self
@@ -548,7 +552,7 @@ impl ProbeArgs {
             api_key_env: self.api_key_env.clone(),
             tokenizer: self.tokenizer.clone(),
             seed: self.seed,
-            command: std::env::args().collect(),
+            command: redact_command(std::env::args()),
         })
     }
 }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use capplan::catalog::{memory_fit, Catalog};
+use capplan::probe::redact::was_redacted;
 use capplan::probe::run::{load_config, run_probe, ProbeConfig, RunFolder, Target};
 use capplan::report::hardware::{CatalogEntry, CatalogListing};
 use capplan::report::memory::MemoryReport;
@@ -163,9 +164,18 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 .context("starting the async runtime")?;
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let report = runtime.block_on(async {
-                let (url, _server) = match &config.target {
-                    Target::Url { url } => (url.clone(), None),
-                    Target::Sim { time_scale, faults } => {
+                let (url, _server) = match (&config.target, &args.url) {
+                    // The URL as typed (run.json keeps it without credentials).
+                    (Target::Url { .. }, Some(typed)) => (typed.clone(), None),
+                    (Target::Url { url }, None) if was_redacted(url) => {
+                        return Err(capplan::InputError::value(format!(
+                            "this run's URL ({url}) carried credentials, which are not stored: \
+                             give it again with --url"
+                        ))
+                        .into())
+                    }
+                    (Target::Url { url }, None) => (url.clone(), None),
+                    (Target::Sim { time_scale, faults }, _) => {
                         let server =
                             start_simulator(&catalog, &config, *time_scale, faults).await?;
                         (server.url.clone(), Some(server))

@@ -108,13 +108,17 @@ impl Endpoint {
         self.include_usage.load(Ordering::Relaxed)
     }
 
+    /// The API's path appended to the base URL's path; a query string on the base (Azure's
+    /// `?api-version=…`, a key) stays at the end.
     fn url(&self) -> String {
+        let (base, query) = match self.base.split_once('?') {
+            Some((base, query)) => (base.trim_end_matches('/'), format!("?{query}")),
+            None => (self.base.as_str(), String::new()),
+        };
         let path = self.api.path();
         // A base that already ends in /v1 must not become /v1/v1.
-        match self.base.strip_suffix("/v1") {
-            Some(root) => format!("{root}{path}"),
-            None => format!("{}{path}", self.base),
-        }
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        format!("{root}{path}{query}")
     }
 }
 

@@ -5,6 +5,7 @@ pub mod client;
 pub mod parquet;
 pub mod prompts;
 pub mod record;
+pub mod redact;
 pub mod run;
 pub mod run_dir;
 pub mod search;
