@@ -317,32 +317,47 @@ async fn read_stream(
     let mut end = start;
     let mut failure: Option<Failure> = None;
 
+    // One timer per request, re-armed only when it fires: resetting a timer for every chunk
+    // costs more CPU than the rest of reading it. When it fires, the stream has been silent
+    // for the idle timeout only if nothing arrived since it was armed.
+    let mut last_read = Instant::now();
+    let timer = tokio::time::sleep_until((last_read + endpoint.idle_timeout).min(deadline).into());
+    tokio::pin!(timer);
     'reading: while !done {
-        let idle_until = (Instant::now() + endpoint.idle_timeout).min(deadline);
-        let read = tokio::time::timeout_at(idle_until.into(), response.chunk()).await;
+        let read = tokio::select! {
+            biased;
+            read = response.chunk() => read,
+            () = &mut timer => {
+                let now = Instant::now();
+                if now >= deadline {
+                    failure = Some(fail(
+                        FailureKind::Timeout,
+                        "the request's deadline passed mid-stream",
+                    ));
+                    break;
+                }
+                let idle_until = last_read + endpoint.idle_timeout;
+                if now >= idle_until {
+                    failure = Some(fail(
+                        FailureKind::Idle,
+                        format!("no byte for {:.1} s", endpoint.idle_timeout.as_secs_f64()),
+                    ));
+                    break;
+                }
+                timer.as_mut().reset(idle_until.min(deadline).into());
+                continue;
+            }
+        };
         let bytes = match read {
-            Err(_) if Instant::now() >= deadline => {
-                failure = Some(fail(
-                    FailureKind::Timeout,
-                    "the request's deadline passed mid-stream",
-                ));
-                break;
-            }
-            Err(_) => {
-                failure = Some(fail(
-                    FailureKind::Idle,
-                    format!("no byte for {:.1} s", endpoint.idle_timeout.as_secs_f64()),
-                ));
-                break;
-            }
-            Ok(Err(err)) => {
+            Err(err) => {
                 failure = Some(fail(FailureKind::Reset, transport_message(&err)));
                 break;
             }
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(bytes))) => bytes,
+            Ok(None) => break,
+            Ok(Some(bytes)) => bytes,
         };
         let now = Instant::now();
+        last_read = now;
         end = now;
         events.clear();
         decoder.feed(&bytes, now, &mut events);

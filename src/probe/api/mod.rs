@@ -3,6 +3,7 @@
 //! more implementation of [`Api`].
 
 pub mod openai;
+mod openai_chunk;
 
 use serde::Serialize;
 

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use super::openai_chunk::{Chunk, Delta, Text};
 use super::{Api, EventMeaning, Prompt, Usage, WholeResponse};
 
 /// `POST /v1/chat/completions`.
@@ -77,6 +78,54 @@ fn parse(data: &str) -> Result<Value, String> {
     serde_json::from_str(data).map_err(|err| format!("event is not JSON ({err})"))
 }
 
+/// The meaning of a chunk in the common shape, or `None` when it needs the general reader (not
+/// that shape, or an `error` inside).
+fn read_chunk(data: &str) -> Option<EventMeaning> {
+    let chunk: Chunk = serde_json::from_str(data).ok()?;
+    if chunk.error.is_some() {
+        return None;
+    }
+    let mut meaning = EventMeaning {
+        usage: chunk.usage.map(|u| Usage {
+            prompt_tokens: u.prompt_tokens.map(|v| v as u32),
+            completion_tokens: u.completion_tokens.map(|v| v as u32),
+        }),
+        ..EventMeaning::default()
+    };
+    let add = |text: &Option<Text>, visible: bool, meaning: &mut EventMeaning| {
+        if let Some(text) = text {
+            let chars = text.chars();
+            if chars > 0 {
+                meaning.text.push_str(&text.0);
+                meaning.text_chars += chars;
+                meaning.generated = true;
+                meaning.visible |= visible;
+            }
+        }
+    };
+    for choice in chunk.choices.iter().flatten() {
+        if let Some(delta) = choice.delta.as_ref().or(choice.message.as_ref()) {
+            let Delta {
+                content,
+                reasoning_content,
+                reasoning,
+                reasoning_details,
+                tool_calls,
+            } = delta;
+            add(reasoning_content, false, &mut meaning);
+            add(reasoning, false, &mut meaning);
+            add(reasoning_details, false, &mut meaning);
+            add(content, true, &mut meaning);
+            meaning.generated |= tool_calls.as_ref().is_some_and(|c| !c.is_empty());
+        }
+        add(&choice.text, true, &mut meaning);
+        if let Some(reason) = &choice.finish_reason {
+            meaning.finish_reason = Some(reason.to_string());
+        }
+    }
+    Some(meaning)
+}
+
 impl Api for OpenAiChat {
     fn name(&self) -> &'static str {
         "chat"
@@ -100,6 +149,9 @@ impl Api for OpenAiChat {
     }
 
     fn read_event(&self, data: &str) -> Result<EventMeaning, String> {
+        if let Some(meaning) = read_chunk(data) {
+            return Ok(meaning);
+        }
         let value = parse(data)?;
         let mut meaning = EventMeaning {
             usage: usage_of(&value),
@@ -179,6 +231,9 @@ impl Api for OpenAiCompletions {
     }
 
     fn read_event(&self, data: &str) -> Result<EventMeaning, String> {
+        if let Some(meaning) = read_chunk(data) {
+            return Ok(meaning);
+        }
         let value = parse(data)?;
         let mut meaning = EventMeaning {
             usage: usage_of(&value),
