@@ -60,6 +60,50 @@ pub enum Command {
     Serve(ServeArgs),
     /// Measure C* of a real endpoint (or the simulated engine with --sim)
     Probe(Box<ProbeArgs>),
+    /// Fit throughput and latency curves to measured levels; C* at any SLO the data covers
+    Fit(FitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// Run folders, folders of run folders (e.g. measurements/), or steps tables (CSV)
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// TTFT limit for C* [default: the run's own SLO]
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub ttft: Option<f64>,
+    /// TPOT limit for C*
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub tpot: Option<f64>,
+    /// End-to-end latency limit for C*
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub e2e: Option<f64>,
+    /// Statistic the limits apply to: mean, p50, p90, p95, p99 [default: the run's, else p90]
+    #[arg(long, value_parser = parse_input::<Percentile>)]
+    pub percentile: Option<Percentile>,
+    /// Levels with more failures than this are left out of latency fits and cap C*
+    /// [default: the run's, else 0.01]
+    #[arg(long, value_parser = parse_fraction)]
+    pub max_error_rate: Option<f64>,
+    /// Think time of the measured users [default: the run's, else 0s]
+    #[arg(long, value_parser = parse_input::<ThinkTime>, value_name = "DUR")]
+    pub think_time: Option<ThinkTime>,
+    /// Write fit.json and charts here instead of beside the data
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl FitArgs {
+    pub fn settings(&self) -> capplan::fit::FitSettings {
+        capplan::fit::FitSettings {
+            ttft_s: self.ttft,
+            tpot_s: self.tpot,
+            e2e_s: self.e2e,
+            percentile: self.percentile,
+            max_error_rate: self.max_error_rate,
+            think_time: self.think_time,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod error;
+pub mod fit;
 pub mod plan;
 pub mod probe;
 pub mod report;

@@ -16,7 +16,7 @@ use capplan::report::{render, Report};
 use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
-use capplan::{plan, store};
+use capplan::{plan, report, store};
 use cli::{folder_or_default, Cli, Command, HardwareCommand, LayoutArgs, MemoryFlags};
 
 fn main() -> ExitCode {
@@ -197,6 +197,23 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 }
                 _ => ExitCode::SUCCESS,
             })
+        }
+        Command::Fit(args) => {
+            let curves = capplan::store::curve::load_curves(&args.paths)?;
+            if let Some(out) = &args.out {
+                std::fs::create_dir_all(out)
+                    .with_context(|| format!("creating {}", out.display()))?;
+            }
+            let settings = args.settings();
+            let mut entries = Vec::new();
+            for curve in curves {
+                let fitted = capplan::fit::fit_measured(curve, &settings);
+                let written =
+                    report::fit::save(&fitted, report::fit::stem_in(&fitted, args.out.as_deref()))?;
+                entries.push(report::fit::FittedEntry { fitted, written });
+            }
+            print(&report::fit::FitReport { curves: entries }, cli)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Memory(args) => {
             let model = catalog.model(&args.model)?;

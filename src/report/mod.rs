@@ -4,7 +4,9 @@
 //! lay itself out as a [`Document`]: lines of context, tables and notes. One exporter per format
 //! renders documents, so every command gets every format.
 
+pub mod chart;
 pub mod csv;
+pub mod fit;
 pub mod hardware;
 pub mod markdown;
 pub mod memory;

@@ -1,0 +1,162 @@
+//! Measured curves on disk: a run folder (`run.json` + `steps.csv`, from `probe` or `import`),
+//! a steps table (a CSV file), or a folder holding run folders. Each becomes a
+//! [`MeasuredCurve`]: its levels, and what is known of how they were measured.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::steps::{read_steps_csv, Level};
+use crate::error::InputError;
+use crate::slo::Slo;
+use crate::workload::ThinkTime;
+
+pub const STEPS_FILE: &str = "steps.csv";
+pub const RUN_FILE: &str = "run.json";
+
+/// The layout a curve was measured on, as its run recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurveLayout {
+    pub model: String,
+    pub card: String,
+    pub tp: u32,
+    pub interconnect: Option<String>,
+    pub instances_per_node: Option<u32>,
+    pub cards_per_node: Option<u32>,
+}
+
+/// One measured curve and its context.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasuredCurve {
+    /// The run folder or CSV file.
+    pub origin: PathBuf,
+    /// `probe`, `import` or `table`.
+    pub kind: String,
+    /// The tool that measured it, for imports.
+    pub tool: Option<String>,
+    pub layout: Option<CurveLayout>,
+    /// The SLO a probe searched at.
+    pub slo: Option<Slo>,
+    pub e2e_limit_s: Option<f64>,
+    pub max_error_rate: Option<f64>,
+    pub think_time: ThinkTime,
+    /// `finished`, `interrupted`, … for runs.
+    pub status: Option<String>,
+    pub levels: Vec<Level>,
+    pub unused_columns: Vec<String>,
+}
+
+impl MeasuredCurve {
+    /// Where derived files (fit.json, charts) go by default: inside a run folder, beside a CSV
+    /// file (named after it).
+    pub fn output_stem(&self, name: &str) -> PathBuf {
+        if self.origin.is_dir() {
+            self.origin.join(name)
+        } else {
+            let stem = self
+                .origin
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "steps".into());
+            self.origin.with_file_name(format!("{stem}.{name}"))
+        }
+    }
+}
+
+fn run_folders(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    if dir.join(RUN_FILE).is_file() && dir.join(STEPS_FILE).is_file() {
+        found.push(dir.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() && depth > 0 {
+            run_folders(&path, depth - 1, found);
+        }
+    }
+}
+
+/// Reads one run folder.
+pub fn read_run(dir: &Path) -> Result<MeasuredCurve, InputError> {
+    let run_path = dir.join(RUN_FILE);
+    let location = run_path.display().to_string();
+    let text = std::fs::read_to_string(&run_path)
+        .map_err(|err| InputError::file(&location, format!("cannot read: {err}")))?;
+    let run: Value = serde_json::from_str(&text)
+        .map_err(|err| InputError::file(&location, format!("not JSON: {err}")))?;
+    let config = &run["config"];
+    let layout = &config["layout"];
+    let text_of = |v: &Value| v.as_str().map(String::from);
+    let layout = match (text_of(&layout["model"]), text_of(&layout["card"])) {
+        (Some(model), Some(card)) => Some(CurveLayout {
+            model,
+            card,
+            tp: layout["tp"].as_u64().unwrap_or(1) as u32,
+            interconnect: text_of(&layout["interconnect"]),
+            instances_per_node: layout["instances_per_node"].as_u64().map(|v| v as u32),
+            cards_per_node: layout["cards_per_node"].as_u64().map(|v| v as u32),
+        }),
+        _ => None,
+    };
+    let slo: Option<Slo> = serde_json::from_value(config["slo"].clone())
+        .ok()
+        .filter(|s: &Slo| s.ttft_s.is_finite() || s.tpot_s.is_some());
+    let steps = read_steps_csv(&dir.join(STEPS_FILE))?;
+    Ok(MeasuredCurve {
+        origin: dir.to_path_buf(),
+        kind: run["kind"].as_str().unwrap_or("probe").to_string(),
+        tool: text_of(&run["source"]["tool"]),
+        layout,
+        slo,
+        e2e_limit_s: config["e2e_limit_s"].as_f64(),
+        max_error_rate: config["max_error_rate"].as_f64(),
+        think_time: serde_json::from_value(config["think_time"].clone()).unwrap_or(ThinkTime::NONE),
+        status: text_of(&run["status"]),
+        levels: steps.levels,
+        unused_columns: steps.unused_columns,
+    })
+}
+
+/// The curves at `paths`: run folders, steps tables (CSV), or folders of run folders.
+pub fn load_curves(paths: &[PathBuf]) -> Result<Vec<MeasuredCurve>, InputError> {
+    let mut curves = Vec::new();
+    for path in paths {
+        let location = path.display().to_string();
+        if path.is_file() {
+            let steps = read_steps_csv(path)?;
+            curves.push(MeasuredCurve {
+                origin: path.clone(),
+                kind: "table".into(),
+                tool: None,
+                layout: None,
+                slo: None,
+                e2e_limit_s: None,
+                max_error_rate: None,
+                think_time: ThinkTime::NONE,
+                status: None,
+                levels: steps.levels,
+                unused_columns: steps.unused_columns,
+            });
+        } else if path.is_dir() {
+            let mut folders = Vec::new();
+            run_folders(path, 4, &mut folders);
+            if folders.is_empty() {
+                return Err(InputError::file(
+                    location,
+                    "holds no run folder (run.json and steps.csv); give a run folder, a folder of them, or a steps CSV",
+                ));
+            }
+            for folder in folders {
+                curves.push(read_run(&folder)?);
+            }
+        } else {
+            return Err(InputError::file(location, "no such file or folder"));
+        }
+    }
+    Ok(curves)
+}
