@@ -38,6 +38,7 @@ fn main() {
                     think_time: ThinkTime::parse_table_seconds("1-3").expect("range"),
                     source: PointSource::Predicted,
                     note: String::new(),
+                    e2e_mean_s: None,
                     origin: "bench".into(),
                 });
             }

@@ -628,12 +628,17 @@ impl SolveArgs {
         if self.no_predict {
             return Ok(None);
         }
-        Ok(Some(SimPredictor::new(
+        let predictor = SimPredictor::new(
             self.workload
                 .workload(self.think_time.unwrap_or(ThinkTime::NONE))?,
             self.prediction_slo(),
             self.memory.options(),
-        )))
+        );
+        Ok(Some(if self.rps.is_some() {
+            predictor.open_loop()
+        } else {
+            predictor
+        }))
     }
 
     /// The SLO predicted rows are held to: the one asked, with TPOT ≤ 100 ms added when no

@@ -16,7 +16,7 @@ use capplan::report::{render, Report};
 use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
-use capplan::{plan, report, store};
+use capplan::{plan, report};
 use cli::{folder_or_default, Cli, Command, HardwareCommand, LayoutArgs, MemoryFlags};
 
 fn main() -> ExitCode {
@@ -50,13 +50,14 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Solve(args) => {
             let request = args.request();
             let dir = folder_or_default(&cli.measurements, "measurements");
-            let points = match &dir {
-                Some(dir) => store::load_capacity_dir(dir, &catalog)
-                    .with_context(|| format!("reading capacity tables in {}", dir.display()))?,
-                None => Vec::new(),
+            let evidence = match &dir {
+                Some(dir) => plan::measured::load_evidence(dir, &catalog, &request.slo)
+                    .with_context(|| format!("reading measurements in {}", dir.display()))?,
+                None => Default::default(),
             };
+            let points = evidence.points;
             let mut predictor = args.predictor()?;
-            let report = plan::solve(
+            let mut report = plan::solve(
                 &catalog,
                 &points,
                 &request,
@@ -64,6 +65,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                     .as_mut()
                     .map(|p| p as &mut dyn capplan::plan::predicted::CapacityPredictor),
             )?;
+            report.notes.extend(evidence.notes);
             print(&report, cli)?;
             // No plan is not a crash, but a script must not mistake it for an answer.
             Ok(if report.has_plans() {

@@ -154,5 +154,7 @@ fn sigkill_loses_no_finished_request_and_resume_finishes() {
     assert_eq!(row["source"], "measured");
     assert_eq!(row["users_per_instance"].as_f64(), Some(c_star as f64));
     assert_eq!(row["split"]["label"], "8×TP1");
-    assert!(row["evidence"].as_str().unwrap().ends_with("run.json"));
+    // The run's curve, fitted at the SLO asked (the probe's own): its C* and E2E latency.
+    assert_eq!(row["evidence"].as_str(), dir.to_str());
+    assert!(row["evidence_note"].as_str().unwrap().starts_with("fitted"));
 }

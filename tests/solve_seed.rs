@@ -188,8 +188,8 @@ fn think_time_must_match_the_points() {
 }
 
 #[test]
-fn a_request_rate_says_what_is_missing() {
-    let run = capplan(&[
+fn a_request_rate_needs_the_latency_at_c_star() {
+    let rps = [
         "solve",
         "--rps",
         "50",
@@ -199,9 +199,34 @@ fn a_request_rate_says_what_is_missing() {
         "100ms",
         "--percentile",
         "mean",
-    ]);
+        "--model",
+        "llama-13b",
+    ];
+    // The seed table has no E2E latency: its points cannot carry a rate, and it says so.
+    let mut table_only = rps.to_vec();
+    table_only.push("--no-predict");
+    let run = capplan(&table_only);
     assert_eq!(run.code, 1);
     assert!(run.stdout.contains("E2E latency"), "{}", run.stdout);
+    // Predictions carry their E2E latency: rate = C* / (R + Z), and each row says so.
+    let mut predicted = rps.to_vec();
+    predicted.extend(["--cards", "A100-40G", "--format", "json"]);
+    let run = capplan(&predicted);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let row = &report["plans"][0];
+    assert_eq!(row["source"], "predicted");
+    let conversion = row["conversion"].as_str().expect("a conversion");
+    assert!(conversion.contains("requests/s"), "{conversion}");
+    let per_instance = row["users_per_instance"].as_f64().unwrap();
+    let c_star = row["evidence_c_star"].as_f64().unwrap();
+    assert!(
+        per_instance > 0.0 && per_instance < c_star,
+        "{per_instance} req/s from {c_star} users"
+    );
+    let nodes = row["nodes"].as_f64().unwrap();
+    let per_node = row["users_per_node"].as_f64().unwrap();
+    assert_eq!(nodes, (50.0 / per_node).ceil());
 }
 
 #[test]

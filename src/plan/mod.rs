@@ -2,6 +2,7 @@
 
 pub mod demand;
 pub mod evidence;
+pub mod measured;
 pub mod predicted;
 pub mod solve;
 pub mod split;

@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use super::demand::{nodes_needed, Demand};
-use super::evidence::{why_not_usable, SkippedPoint};
+use super::evidence::{in_demand_units, why_not_usable, DemandCapacity, SkippedPoint};
 use super::predicted::CapacityPredictor;
 use super::split::NodeSplit;
 use crate::catalog::memory::memory_fit;
@@ -45,9 +45,13 @@ pub struct NodePlan {
     pub interconnect: String,
     pub cards_per_node: u32,
     pub split: NodeSplit,
-    /// C* per instance.
+    /// Capacity per instance in the demand's units: users as asked, or requests/s.
     pub users_per_instance: f64,
     pub users_per_node: f64,
+    /// How the evidence's C* was converted into the demand's units, if it was.
+    pub conversion: Option<String>,
+    /// C* of the evidence, users as it counted them.
+    pub evidence_c_star: f64,
     pub nodes: u64,
     pub cards: u64,
     pub source: PointSource,
@@ -125,9 +129,9 @@ pub fn solve(
     check_request(request)?;
     let models = chosen_models(catalog, points, request, predictor.is_some())?;
     let nodes = chosen_nodes(catalog, request)?;
-    let demand_users = match request.demand {
+    let demand_units = match request.demand {
         Demand::Users(users) => users as f64,
-        Demand::Rps(_) => 0.0,
+        Demand::Rps(rps) => rps,
     };
 
     let mut usable: Vec<&CapacityPoint> = Vec::new();
@@ -138,12 +142,9 @@ pub fn solve(
         if !relevant {
             continue;
         }
-        match why_not_usable(
-            point,
-            &request.demand,
-            &request.slo,
-            request.think_time.as_ref(),
-        ) {
+        let reason = why_not_usable(point, &request.slo)
+            .or_else(|| in_demand_units(point, &request.demand, request.think_time.as_ref()).err());
+        match reason {
             Some(reason) => skipped.push(SkippedPoint::new(point, reason)),
             None => usable.push(point),
         }
@@ -160,7 +161,7 @@ pub fn solve(
                 node,
                 &usable,
                 request,
-                demand_users,
+                demand_units,
                 &mut skipped,
                 &mut predictor,
             ) {
@@ -189,8 +190,9 @@ pub fn solve(
         (Demand::Users(_), Some(think)) => format!(
             "users are concurrent sessions pausing {think} between a response and their next request"
         ),
-        (Demand::Rps(_), _) => "a request rate needs the E2E latency at C* to convert into \
-             in-flight users; capacity tables do not carry it"
+        (Demand::Rps(_), _) => "a request rate is carried at C* / (R + Z) requests/s per \
+             instance: C* users at their think time Z with E2E latency R at C* (Little's law); \
+             fitted runs and predictions carry R, capacity tables only with an e2e_mean_s column"
             .to_string(),
     };
     Ok(SolveReport {
@@ -307,7 +309,7 @@ fn plan_node(
     node: &Node,
     usable: &[&CapacityPoint],
     request: &SolveRequest,
-    demand_users: f64,
+    demand_units: f64,
     skipped: &mut Vec<SkippedPoint>,
     predictor: &mut Option<&mut dyn CapacityPredictor>,
 ) -> Result<NodePlan, Box<MissingCapacity>> {
@@ -317,7 +319,7 @@ fn plan_node(
         .find(|card| card.name == node.card)
         .expect("the catalog loader checks that every node's card exists");
     let mut outcomes = Vec::new();
-    let mut best: Option<(NodeSplit, CapacityPoint, u64)> = None;
+    let mut best: Option<(NodeSplit, CapacityPoint, u64, DemandCapacity)> = None;
     let mut fitting = Vec::new();
     let mut first_rejection = None;
     for split in NodeSplit::all_for(node.cards_per_node) {
@@ -354,17 +356,19 @@ fn plan_node(
                     .then(b.users_per_instance.total_cmp(&a.users_per_instance))
             })
             .cloned();
-        // Only where nothing measured or imported applies, and only for user counts: a
-        // prediction of users says nothing about a request rate without its latency.
-        let chosen = match (chosen, predictor.as_mut(), &request.demand) {
-            (Some(point), _, _) => Ok(point),
-            (None, Some(predictor), Demand::Users(_)) => {
-                predictor.predict(model, card, node, split.tp)
-            }
-            (None, _, _) => Err(String::new()),
+        // Predictions only where nothing measured or imported applies; they carry their E2E
+        // latency, so they convert to a request rate too.
+        let chosen = match (chosen, predictor.as_mut()) {
+            (Some(point), _) => Ok(point),
+            (None, Some(predictor)) => predictor.predict(model, card, node, split.tp),
+            (None, None) => Err(String::new()),
         };
-        let point = match chosen {
-            Ok(point) => point,
+        let chosen = chosen.and_then(|point| {
+            let capacity = in_demand_units(&point, &request.demand, request.think_time.as_ref())?;
+            Ok((point, capacity))
+        });
+        let (point, capacity) = match chosen {
+            Ok(found) => found,
             Err(reason) => {
                 outcomes.push(SplitOutcome {
                     split,
@@ -377,9 +381,9 @@ fn plan_node(
                 continue;
             }
         };
-        let users_per_node = f64::from(split.instances) * point.users_per_instance;
+        let users_per_node = f64::from(split.instances) * capacity.per_instance;
         let nodes = nodes_needed(
-            demand_users,
+            demand_units,
             request.headroom,
             users_per_node,
             request.spares,
@@ -387,7 +391,7 @@ fn plan_node(
         outcomes.push(SplitOutcome {
             split,
             status: "planned".into(),
-            users_per_instance: Some(point.users_per_instance),
+            users_per_instance: Some(capacity.per_instance),
             nodes: Some(nodes),
             source: Some(point.source),
             reason: None,
@@ -396,17 +400,17 @@ fn plan_node(
         // node shape), then fewer nodes, then fewer instances (simpler to run).
         let better = match &best {
             None => true,
-            Some((best_split, best_point, best_nodes)) => {
+            Some((best_split, best_point, best_nodes, _)) => {
                 (point.source, nodes, split.instances)
                     < (best_point.source, *best_nodes, best_split.instances)
             }
         };
         if better {
-            best = Some((split, point, nodes));
+            best = Some((split, point, nodes, capacity));
         }
     }
 
-    let Some((split, point, nodes)) = best else {
+    let Some((split, point, nodes, capacity)) = best else {
         let reason = if fitting.is_empty() {
             format!(
                 "no split fits in memory ({})",
@@ -435,7 +439,7 @@ fn plan_node(
             hint,
         }));
     };
-    let users_per_node = f64::from(split.instances) * point.users_per_instance;
+    let users_per_node = f64::from(split.instances) * capacity.per_instance;
     Ok(NodePlan {
         model: model.name.clone(),
         card: card.name.clone(),
@@ -443,8 +447,10 @@ fn plan_node(
         interconnect: node.interconnect.clone(),
         cards_per_node: node.cards_per_node,
         split,
-        users_per_instance: point.users_per_instance,
+        users_per_instance: capacity.per_instance,
         users_per_node,
+        conversion: capacity.conversion,
+        evidence_c_star: point.users_per_instance,
         nodes,
         cards: nodes * u64::from(node.cards_per_node),
         source: point.source,

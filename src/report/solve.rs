@@ -20,13 +20,24 @@ impl Report for SolveReport {
                  measured ≻ imported ≻ predicted on every node shape."
             ));
         }
-        if let Demand::Users(_) = request.demand {
-            heading.push(
-                "nodes = ⌈users × (1 + headroom) / (instances × C*)⌉ + spares; best first by the \
-                 catalog's estimated node price (edit hardware/nodes.toml for your quotes)."
-                    .into(),
-            );
-        }
+        let (per_instance, per_node) = match request.demand {
+            Demand::Users(_) => {
+                heading.push(
+                    "nodes = ⌈users × (1 + headroom) / (instances × C*)⌉ + spares; best first by \
+                     the catalog's estimated node price (edit hardware/nodes.toml for your quotes)."
+                        .into(),
+                );
+                ("C*/instance", "users/node")
+            }
+            Demand::Rps(_) => {
+                heading.push(
+                    "nodes = ⌈rate × (1 + headroom) / (instances × C* / (R + Z))⌉ + spares; best \
+                     first by the catalog's estimated node price."
+                        .into(),
+                );
+                ("req/s/instance", "req/s/node")
+            }
+        };
 
         let mut tables = Vec::new();
         let mut plans = Table {
@@ -37,8 +48,8 @@ impl Report for SolveReport {
                 "card",
                 "node",
                 "split",
-                "C*/instance",
-                "users/node",
+                per_instance,
+                per_node,
                 "nodes",
                 "cards",
                 "est. capex",
@@ -68,6 +79,26 @@ impl Report for SolveReport {
             ]);
         }
         tables.push(plans);
+        let conversions: Vec<String> = self
+            .plans
+            .iter()
+            .filter_map(|p| {
+                Some(format!(
+                    "{} on {} ({}): {}",
+                    p.model,
+                    p.node,
+                    p.split,
+                    p.conversion.as_ref()?
+                ))
+            })
+            .collect();
+        if !conversions.is_empty() {
+            tables.push(Table {
+                caption: Some("Converted through the E2E latency at C* (Little's law):".into()),
+                headers: vec!["plan".into()],
+                rows: conversions.into_iter().map(|c| vec![c]).collect(),
+            });
+        }
 
         if !self.skipped.is_empty() {
             let mut skipped = Table {

@@ -53,10 +53,15 @@ pub struct CapacityPoint {
     pub note: String,
     /// `file:line` of the row.
     pub origin: String,
+    /// Mean end-to-end latency at C*, seconds, when known (fitted runs, predictions, or the
+    /// table's `e2e_mean_s` column): what converts users at another think time, or a request
+    /// rate, into this point's users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_mean_s: Option<f64>,
 }
 
 const REQUIRED: [&str; 5] = ["model", "card", "tp", "users_per_instance", "ttft_slo_s"];
-const OPTIONAL: [&str; 10] = [
+const OPTIONAL: [&str; 11] = [
     "card_memory_gib",
     "interconnect",
     "cards_per_node",
@@ -67,10 +72,11 @@ const OPTIONAL: [&str; 10] = [
     "source",
     "note",
     "e2e_slo_s",
+    "e2e_mean_s",
 ];
 
-/// Reads every `*.csv` directly in `dir` (sorted by name), and the finished probe runs below it.
-/// A missing folder has no points.
+/// Reads every `*.csv` directly in `dir` (sorted by name). A missing folder has no points. (Run
+/// folders below it are measured curves, [`super::curve`], fitted at the SLO a plan asks for.)
 pub fn load_capacity_dir(dir: &Path, catalog: &Catalog) -> Result<Vec<CapacityPoint>, InputError> {
     if !dir.exists() {
         return Ok(Vec::new());
@@ -95,7 +101,6 @@ pub fn load_capacity_dir(dir: &Path, catalog: &Catalog) -> Result<Vec<CapacityPo
             catalog,
         )?);
     }
-    points.extend(super::runs::load_runs(dir, catalog)?);
     Ok(points)
 }
 
@@ -193,6 +198,7 @@ pub fn parse_capacity_csv(
         let users_per_instance = required_number("users_per_instance")?;
         let ttft_s = required_number("ttft_slo_s")?;
         let tpot_s = number("tpot_slo_ms")?.map(|ms| ms / 1e3);
+        let e2e_mean_s = number("e2e_mean_s")?;
         let cards_per_node = count("cards_per_node")?;
         let instances_per_node = count("instances_per_node")?;
         if let Some(cards) = cards_per_node {
@@ -251,6 +257,7 @@ pub fn parse_capacity_csv(
             think_time,
             source,
             note: cell("note").to_string(),
+            e2e_mean_s,
             origin: here,
         });
     }

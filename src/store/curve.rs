@@ -43,6 +43,8 @@ pub struct MeasuredCurve {
     pub think_time: ThinkTime,
     /// `finished`, `interrupted`, … for runs.
     pub status: Option<String>,
+    /// The C* a probe found at its own SLO (judged with confidence intervals).
+    pub result_c_star: Option<f64>,
     pub levels: Vec<Level>,
     pub unused_columns: Vec<String>,
 }
@@ -117,9 +119,17 @@ pub fn read_run(dir: &Path) -> Result<MeasuredCurve, InputError> {
         max_error_rate: config["max_error_rate"].as_f64(),
         think_time: serde_json::from_value(config["think_time"].clone()).unwrap_or(ThinkTime::NONE),
         status: text_of(&run["status"]),
+        result_c_star: run["result"]["c_star"].as_f64(),
         levels: steps.levels,
         unused_columns: steps.unused_columns,
     })
+}
+
+/// Every run folder under `dir` (none when it has none or does not exist).
+pub fn read_runs_under(dir: &Path) -> Result<Vec<MeasuredCurve>, InputError> {
+    let mut folders = Vec::new();
+    run_folders(dir, 4, &mut folders);
+    folders.iter().map(|folder| read_run(folder)).collect()
 }
 
 /// The curves at `paths`: run folders, steps tables (CSV), or folders of run folders.
@@ -139,6 +149,7 @@ pub fn load_curves(paths: &[PathBuf]) -> Result<Vec<MeasuredCurve>, InputError> 
                 max_error_rate: None,
                 think_time: ThinkTime::NONE,
                 status: None,
+                result_c_star: None,
                 levels: steps.levels,
                 unused_columns: steps.unused_columns,
             });

@@ -2,8 +2,6 @@
 
 pub mod capacity;
 pub mod curve;
-pub mod runs;
 pub mod steps;
 
 pub use capacity::{load_capacity_dir, parse_capacity_csv, CapacityPoint, PointSource};
-pub use runs::load_runs;

@@ -44,8 +44,7 @@ pub fn estimate_tokens(text: &str) -> u32 {
             (a, o + 1)
         }
     });
-    let estimate = (ascii as f64 / 4.0 + other as f64).ceil();
-    (estimate as u32).max(u32::from(!text.trim().is_empty()))
+    (ascii as f64 / 4.0 + other as f64).ceil() as u32
 }
 
 #[cfg(test)]
@@ -88,7 +87,7 @@ mod tests {
         );
         // Four CJK characters: four tokens.
         assert_eq!(estimate_tokens("你好世界"), 4);
-        assert_eq!(estimate_tokens("  "), 0);
+        assert_eq!(estimate_tokens(""), 0);
         assert_eq!(estimate_tokens("a"), 1);
     }
 }
