@@ -11,6 +11,7 @@ use capplan::probe::run::{Input, LayoutInfo, ProbeConfig, Target};
 use capplan::probe::search::Ramp;
 use capplan::report::hardware::Section;
 use capplan::report::Format;
+use capplan::sim::calibration_file::Calibrations;
 use capplan::sim::capacity::SimPredictor;
 use capplan::sim::engine::{Admission, EngineOptions};
 use capplan::sim::predict::{PredictRequest, RateSearch};
@@ -62,6 +63,21 @@ pub enum Command {
     Probe(Box<ProbeArgs>),
     /// Fit throughput and latency curves to measured levels; C* at any SLO the data covers
     Fit(FitArgs),
+    /// Fit the performance model's efficiency factors per card to measured runs
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Run folders or folders of them (probe runs, imports)
+    #[arg(required = true, value_name = "RUN")]
+    pub paths: Vec<PathBuf>,
+    /// Most Nelder–Mead iterations per card
+    #[arg(long, default_value_t = 120)]
+    pub iterations: u64,
+    /// Report only; write no calibration
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -624,7 +640,10 @@ impl PredictArgs {
 
 impl SolveArgs {
     /// The predictor for rows nobody measured, unless `--no-predict`.
-    pub fn predictor(&self) -> Result<Option<SimPredictor>, capplan::InputError> {
+    pub fn predictor(
+        &self,
+        calibrations: Calibrations,
+    ) -> Result<Option<SimPredictor>, capplan::InputError> {
         if self.no_predict {
             return Ok(None);
         }
@@ -633,6 +652,7 @@ impl SolveArgs {
                 .workload(self.think_time.unwrap_or(ThinkTime::NONE))?,
             self.prediction_slo(),
             self.memory.options(),
+            calibrations,
         );
         Ok(Some(if self.rps.is_some() {
             predictor.open_loop()

@@ -13,6 +13,7 @@ use capplan::probe::run::{load_config, run_probe, ProbeConfig, RunFolder, Target
 use capplan::report::hardware::{CatalogEntry, CatalogListing};
 use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
+use capplan::sim::calibration_file::Calibrations;
 use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
@@ -56,7 +57,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 None => Default::default(),
             };
             let points = evidence.points;
-            let mut predictor = args.predictor()?;
+            let mut predictor = args.predictor(calibrations(cli)?)?;
             let mut report = plan::solve(
                 &catalog,
                 &points,
@@ -99,7 +100,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Predict(args) => {
-            let (layout, calibration) = resolve_layout(&catalog, &args.layout, &args.memory)?;
+            let (layout, calibration) =
+                resolve_layout(&catalog, &args.layout, &args.memory, &calibrations(cli)?)?;
             let request = args.request()?;
             let predicted = match &args.rate {
                 Some(rates) => predict_rate(&layout, &calibration, &request, rates),
@@ -113,7 +115,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => {
-            let (layout, calibration) = resolve_layout(&catalog, &args.layout, &args.memory)?;
+            let (layout, calibration) =
+                resolve_layout(&catalog, &args.layout, &args.memory, &calibrations(cli)?)?;
             let (engine, _) = engine_for(&layout, &calibration, &args.engine.options(), true)
                 .map_err(|rejected| {
                     capplan::InputError::value(format!("cannot serve: {rejected}"))
@@ -217,6 +220,32 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             print(&report::fit::FitReport { curves: entries }, cli)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Calibrate(args) => {
+            let curves = capplan::store::curve::load_curves(&args.paths)?;
+            let outcome =
+                capplan::sim::calibrate_runs::calibrate_runs(&curves, &catalog, args.iterations)?;
+            let mut written = Vec::new();
+            if !args.dry_run {
+                let measurements = cli
+                    .measurements
+                    .clone()
+                    .unwrap_or_else(|| std::path::PathBuf::from("measurements"));
+                let created = capplan::probe::run_dir::utc_stamp(std::time::SystemTime::now());
+                for card in &outcome.cards {
+                    let path = capplan::sim::calibration_file::write_calibration(
+                        &measurements,
+                        &card.stored(created.clone()),
+                    )
+                    .with_context(|| format!("writing under {}", measurements.display()))?;
+                    written.push(path.display().to_string());
+                }
+            }
+            print(
+                &report::calibrate::CalibrateReport { outcome, written },
+                cli,
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Memory(args) => {
             let model = catalog.model(&args.model)?;
             let card = catalog.card(&args.card)?;
@@ -278,10 +307,19 @@ async fn start_simulator(
 
 /// The instance the flags name, linked as the named node shape (or the card's own link), with
 /// the efficiency factors it will be simulated with.
+/// The calibrations stored under the measurements folder (none without one).
+fn calibrations(cli: &Cli) -> anyhow::Result<Calibrations> {
+    Ok(match folder_or_default(&cli.measurements, "measurements") {
+        Some(dir) => Calibrations::load(&dir)?,
+        None => Calibrations::default(),
+    })
+}
+
 fn resolve_layout<'a>(
     catalog: &'a Catalog,
     args: &LayoutArgs,
     memory: &MemoryFlags,
+    calibrations: &Calibrations,
 ) -> anyhow::Result<(Layout<'a>, Calibration)> {
     let model = catalog.model(&args.model)?;
     let card = catalog.card(&args.card)?;
@@ -299,7 +337,7 @@ fn resolve_layout<'a>(
             node.interconnect.clone()
         }
     };
-    let calibration = Calibration::for_card(card, &interconnect);
+    let calibration = calibrations.for_card(card, &interconnect);
     let layout = Layout {
         model,
         card,

@@ -33,7 +33,7 @@ pub struct Observation<'a> {
 }
 
 /// Efficiency factors shared by all cards, with one all-reduce hop latency per kind of link.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct CalibratedFactors {
     pub compute: f64,
     pub memory: f64,
@@ -81,7 +81,7 @@ impl CalibratedFactors {
         }
     }
 
-    fn to_log(&self) -> Vec<f64> {
+    pub(crate) fn to_log(&self) -> Vec<f64> {
         let mut p = vec![
             self.compute.ln(),
             self.memory.ln(),
@@ -92,7 +92,7 @@ impl CalibratedFactors {
         p
     }
 
-    fn with_log(&self, p: &[f64]) -> CalibratedFactors {
+    pub(crate) fn with_log(&self, p: &[f64]) -> CalibratedFactors {
         let clamp = |v: f64, low: f64, high: f64| v.exp().clamp(low, high);
         let mut hop_latency_us = BTreeMap::new();
         for (index, link) in self.hop_latency_us.keys().enumerate() {

@@ -8,7 +8,8 @@ use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
 use crate::workload::Workload;
 
-use super::predict::{predict, predict_rate, Calibration, Layout, PredictRequest, RateSearch};
+use super::calibration_file::Calibrations;
+use super::predict::{predict, predict_rate, Layout, PredictRequest, RateSearch};
 
 /// Predicts C* with [`predict`] and remembers each layout's answer (node shapes of one card
 /// and link share instance layouts).
@@ -17,13 +18,20 @@ pub struct SimPredictor {
     memory: MemoryOptions,
     cache: HashMap<(String, String, String, u32), Result<CapacityPoint, String>>,
     calibrations: Vec<String>,
+    /// Calibrations from measurements/calibrations, by card.
+    stored: Calibrations,
     /// Requests arrive as a Poisson process (a demand in requests/s), not from closed-loop
     /// users: predict the highest rate, R*.
     open_loop: bool,
 }
 
 impl SimPredictor {
-    pub fn new(workload: Workload, slo: Slo, memory: MemoryOptions) -> SimPredictor {
+    pub fn new(
+        workload: Workload,
+        slo: Slo,
+        memory: MemoryOptions,
+        calibrations: Calibrations,
+    ) -> SimPredictor {
         let mut request = PredictRequest::new(workload, slo);
         // A planning sweep predicts hundreds of layouts: 5 % is finer than the model's error.
         request.resolution = 0.05;
@@ -32,6 +40,7 @@ impl SimPredictor {
             memory,
             cache: HashMap::new(),
             calibrations: Vec::new(),
+            stored: calibrations,
             open_loop: false,
         }
     }
@@ -70,7 +79,7 @@ impl CapacityPredictor for SimPredictor {
             tp,
             memory: self.memory,
         };
-        let calibration = Calibration::for_card(card, &node.interconnect);
+        let calibration = self.stored.for_card(card, &node.interconnect);
         if !self.calibrations.contains(&calibration.name) {
             self.calibrations.push(calibration.name.clone());
         }

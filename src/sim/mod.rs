@@ -2,6 +2,9 @@
 //! scheduler on top of it, run in virtual time (`predict`) or scaled real time (`serve`).
 
 pub mod calibrate;
+pub mod calibrate_curves;
+pub mod calibrate_runs;
+pub mod calibration_file;
 pub mod capacity;
 pub mod engine;
 pub mod perf;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::steps::{read_steps_csv, Level};
 use crate::error::InputError;
 use crate::slo::Slo;
-use crate::workload::ThinkTime;
+use crate::workload::{ThinkTime, TokenLengths, Workload};
 
 pub const STEPS_FILE: &str = "steps.csv";
 pub const RUN_FILE: &str = "run.json";
@@ -45,11 +45,40 @@ pub struct MeasuredCurve {
     pub status: Option<String>,
     /// The C* a probe found at its own SLO (judged with confidence intervals).
     pub result_c_star: Option<f64>,
+    /// Prompt and output lengths as the run recorded them (a probe's synthetic lengths, an
+    /// import's stated ones); `None` when only the levels' measured means are known.
+    pub lengths: Option<(TokenLengths, TokenLengths)>,
     pub levels: Vec<Level>,
     pub unused_columns: Vec<String>,
 }
 
 impl MeasuredCurve {
+    /// The workload the curve was measured with: the recorded lengths, else the levels' mean
+    /// token counts (as fixed lengths); `None` when neither is known.
+    pub fn workload(&self) -> Option<Workload> {
+        let (input_tokens, output_tokens) = match &self.lengths {
+            Some(lengths) => lengths.clone(),
+            None => {
+                let mean = |pick: fn(&Level) -> Option<f64>| {
+                    let values: Vec<f64> = self.levels.iter().filter_map(pick).collect();
+                    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+                };
+                let fixed = |v: f64| TokenLengths::Fixed {
+                    tokens: v.round().max(1.0) as u32,
+                };
+                (
+                    fixed(mean(|l| l.input_tokens_mean)?),
+                    fixed(mean(|l| l.output_tokens_mean)?),
+                )
+            }
+        };
+        Some(Workload {
+            input_tokens,
+            output_tokens,
+            think_time: self.think_time,
+        })
+    }
+
     /// Where derived files (fit.json, charts) go by default: inside a run folder, beside a CSV
     /// file (named after it).
     pub fn output_stem(&self, name: &str) -> PathBuf {
@@ -120,6 +149,13 @@ pub fn read_run(dir: &Path) -> Result<MeasuredCurve, InputError> {
         think_time: serde_json::from_value(config["think_time"].clone()).unwrap_or(ThinkTime::NONE),
         status: text_of(&run["status"]),
         result_c_star: run["result"]["c_star"].as_f64(),
+        lengths: match (
+            serde_json::from_value::<TokenLengths>(config["input"]["tokens"].clone()),
+            serde_json::from_value::<TokenLengths>(config["output_tokens"].clone()),
+        ) {
+            (Ok(input), Ok(output)) => Some((input, output)),
+            _ => None,
+        },
         levels: steps.levels,
         unused_columns: steps.unused_columns,
     })
@@ -150,6 +186,7 @@ pub fn load_curves(paths: &[PathBuf]) -> Result<Vec<MeasuredCurve>, InputError> 
                 think_time: ThinkTime::NONE,
                 status: None,
                 result_c_star: None,
+                lengths: None,
                 levels: steps.levels,
                 unused_columns: steps.unused_columns,
             });

@@ -1,0 +1,130 @@
+//! `capplan calibrate`: measured curves grouped by card, each card's efficiency factors fitted
+//! on all of its curves at once (one card, several models and layouts, constrain the factors
+//! better than one curve can).
+
+use serde::Serialize;
+
+use super::calibrate::CalibratedFactors;
+use super::calibrate_curves::{calibrate_curves, CurveCalibration, CurveObservation};
+use super::calibration_file::StoredCalibration;
+use super::perf::Efficiency;
+use super::predict::Layout;
+use crate::catalog::memory::MemoryOptions;
+use crate::catalog::names::find;
+use crate::catalog::Catalog;
+use crate::store::curve::MeasuredCurve;
+
+/// One card's calibration and what it was fitted on.
+#[derive(Debug, Clone, Serialize)]
+pub struct CardCalibration {
+    pub card: String,
+    pub start: CalibratedFactors,
+    pub fit: CurveCalibration,
+    pub runs: Vec<String>,
+}
+
+impl CardCalibration {
+    pub fn stored(&self, created_utc: String) -> StoredCalibration {
+        StoredCalibration {
+            card: self.card.clone(),
+            factors: self.fit.factors.clone(),
+            fitted_on: self.runs.clone(),
+            levels: self.fit.after.len(),
+            median_error_before: self.fit.median_error_before,
+            median_error_after: self.fit.median_error_after,
+            created_utc,
+        }
+    }
+}
+
+/// What `calibrate` made of its input.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibrateOutcome {
+    pub cards: Vec<CardCalibration>,
+    /// Curves left out, and why.
+    pub skipped: Vec<String>,
+}
+
+/// Calibrates every card that `curves` measured.
+pub fn calibrate_runs(
+    curves: &[MeasuredCurve],
+    catalog: &Catalog,
+    max_iterations: u64,
+) -> anyhow::Result<CalibrateOutcome> {
+    let mut skipped = Vec::new();
+    let mut by_card: Vec<(String, Vec<CurveObservation>)> = Vec::new();
+    for curve in curves {
+        let origin = curve.origin.display().to_string();
+        let Some(layout) = &curve.layout else {
+            skipped.push(format!("{origin}: no model and card recorded"));
+            continue;
+        };
+        let (Some(model), Some(card)) = (
+            find(&catalog.models, &layout.model),
+            find(&catalog.cards, &layout.card),
+        ) else {
+            skipped.push(format!(
+                "{origin}: {} on {} is not in the catalog",
+                layout.model, layout.card
+            ));
+            continue;
+        };
+        if curve.levels.iter().all(|l| l.concurrency.is_none()) {
+            skipped.push(format!(
+                "{origin}: open-loop levels (rates) are not used yet"
+            ));
+            continue;
+        }
+        let Some(workload) = curve.workload() else {
+            skipped.push(format!(
+                "{origin}: neither its recorded lengths nor mean token counts are known"
+            ));
+            continue;
+        };
+        let observation = CurveObservation {
+            layout: Layout {
+                model,
+                card,
+                interconnect: layout
+                    .interconnect
+                    .clone()
+                    .unwrap_or_else(|| card.interconnect.clone()),
+                tp: layout.tp,
+                memory: MemoryOptions::default(),
+            },
+            workload,
+            engine: Default::default(),
+            levels: curve.levels.clone(),
+            label: origin,
+        };
+        match by_card.iter_mut().find(|(name, _)| *name == card.name) {
+            Some((_, list)) => list.push(observation),
+            None => by_card.push((card.name.clone(), vec![observation])),
+        }
+    }
+    let mut cards = Vec::new();
+    for (name, observations) in by_card {
+        let Some(card) = find(&catalog.cards, &name) else {
+            continue;
+        };
+        let mut links: Vec<String> = observations
+            .iter()
+            .map(|o| o.layout.interconnect.clone())
+            .collect();
+        links.sort();
+        links.dedup();
+        let start = CalibratedFactors::from_defaults(
+            &Efficiency::for_card(card, &card.interconnect),
+            &links,
+        );
+        let fit = calibrate_curves(&observations, &start, max_iterations)
+            .map_err(|err| anyhow::anyhow!("calibrating {name}: {err}"))?;
+        cards.push(CardCalibration {
+            card: name,
+            start,
+            fit,
+            runs: observations.iter().map(|o| o.label.clone()).collect(),
+        });
+    }
+    Ok(CalibrateOutcome { cards, skipped })
+}

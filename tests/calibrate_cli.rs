@@ -1,0 +1,164 @@
+//! `capplan calibrate` on a curve whose truth is known: measured levels made by the engine
+//! itself with other efficiency factors than the defaults. The calibration must move the
+//! factors towards the truth, bring the model's error down, and `predict` must then use it
+//! and say so.
+
+mod common;
+
+use capplan::catalog::Catalog;
+use capplan::sim::predict::{evaluate_level, Calibration, Layout, PredictRequest};
+use capplan::sim::Efficiency;
+use capplan::slo::{Percentile, Slo};
+use capplan::store::steps::{write_steps_csv, Level, Metric};
+use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use common::{capplan, json, scratch};
+
+/// Levels of llama-3.1-8b on one L4 as an engine with `truth` would serve them.
+fn measured_levels(truth: Efficiency) -> Vec<Level> {
+    let catalog = Catalog::shipped().unwrap();
+    let (model, card) = (
+        catalog.model("llama-3.1-8b").unwrap(),
+        catalog.card("L4").unwrap(),
+    );
+    let layout = Layout::on_card(model, card, 1);
+    let calibration = Calibration {
+        name: "truth".into(),
+        efficiency: truth,
+    };
+    let mut request = PredictRequest::new(
+        Workload {
+            input_tokens: TokenLengths::Fixed { tokens: 512 },
+            output_tokens: TokenLengths::Fixed { tokens: 128 },
+            think_time: ThinkTime::NONE,
+        },
+        Slo {
+            ttft_s: f64::INFINITY,
+            tpot_s: None,
+            percentile: Percentile::Mean,
+        },
+    );
+    request.seed = 7;
+    [1, 4, 16, 32, 64]
+        .iter()
+        .map(|&n| {
+            let simulated = evaluate_level(&layout, &calibration, &request, n).unwrap();
+            let mut level = Level {
+                concurrency: Some(f64::from(n)),
+                requests: Some(simulated.requests as u64),
+                failures: Some(0),
+                output_tokens_per_s: Some(simulated.output_tokens_per_s),
+                requests_per_s: Some(simulated.requests_per_s),
+                ..Level::default()
+            };
+            level
+                .stats_mut(Metric::Ttft)
+                .set(Percentile::Mean, simulated.ttft.mean);
+            level
+                .stats_mut(Metric::Tpot)
+                .set(Percentile::Mean, simulated.tpot.unwrap().mean);
+            level
+                .stats_mut(Metric::E2e)
+                .set(Percentile::Mean, simulated.e2e.mean);
+            level
+        })
+        .collect()
+}
+
+#[test]
+fn calibration_recovers_the_engine_and_predict_uses_it() {
+    let catalog = Catalog::shipped().unwrap();
+    let card = catalog.card("L4").unwrap();
+    let defaults = Efficiency::for_card(card, &card.interconnect);
+    let truth = Efficiency {
+        memory: 0.45,
+        step_overhead_ms: 6.0,
+        ..defaults
+    };
+    let root = scratch("calibrate");
+    let run = root
+        .join("llama-3.1-8b")
+        .join("L4-tp1")
+        .join("20261123T000000Z");
+    std::fs::create_dir_all(&run).unwrap();
+    write_steps_csv(&run.join("steps.csv"), &measured_levels(truth)).unwrap();
+    let config = serde_json::json!({
+        "kind": "probe",
+        "status": "finished",
+        "config": {
+            "layout": {"model": "llama-3.1-8b", "card": "L4", "tp": 1, "interconnect": "pcie",
+                       "instances_per_node": 1, "cards_per_node": null},
+            "input": {"kind": "synthetic", "tokens": {"kind": "fixed", "tokens": 512}},
+            "output_tokens": {"kind": "fixed", "tokens": 128},
+            "think_time": {"kind": "fixed", "seconds": 0.0}
+        }
+    });
+    std::fs::write(run.join("run.json"), config.to_string()).unwrap();
+
+    let measurements = root.to_str().unwrap();
+    let out = capplan(&[
+        "--measurements",
+        measurements,
+        "calibrate",
+        run.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report = json(&out);
+    let card_fit = &report["cards"][0];
+    let (before, after) = (
+        card_fit["fit"]["median_error_before"].as_f64().unwrap(),
+        card_fit["fit"]["median_error_after"].as_f64().unwrap(),
+    );
+    println!("median error {before:.3} → {after:.3}");
+    println!("factors {}", card_fit["fit"]["factors"]);
+    // The defaults are far off (memory 0.75 vs 0.45, 2 vs 6 ms a step)...
+    assert!(before > 0.15, "{before}");
+    // ...the calibrated model is within a few percent of every figure.
+    assert!(after < 0.05, "{after}");
+    let memory = card_fit["fit"]["factors"]["memory"].as_f64().unwrap();
+    assert!(
+        (memory - 0.45).abs() < (0.75 - 0.45) / 2.0,
+        "memory efficiency {memory} moved towards 0.45"
+    );
+    let stored = root.join("calibrations").join("L4.json");
+    assert!(stored.is_file(), "stored under measurements/calibrations");
+
+    let prediction = capplan(&[
+        "--measurements",
+        measurements,
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "L4",
+        "--ttft",
+        "2s",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(prediction.code, 0, "{}", prediction.stderr);
+    let name = json(&prediction)["calibration"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(name.starts_with("calibrated on 1 run"), "{name}");
+    // Another card has no calibration: the defaults, said so.
+    let other = capplan(&[
+        "--measurements",
+        measurements,
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--ttft",
+        "2s",
+        "--format",
+        "json",
+    ]);
+    assert!(json(&other)["calibration"]["name"]
+        .as_str()
+        .unwrap()
+        .contains("uncalibrated"));
+}
