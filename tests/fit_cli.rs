@@ -45,12 +45,24 @@ fn writes_fit_json_and_charts_beside_a_table() {
             .unwrap();
     assert_eq!(saved["capacity"]["c_star"], curve["capacity"]["c_star"]);
     let svg = std::fs::read_to_string(dir.join("mindie.latency.svg")).unwrap();
-    assert!(svg.contains("SLO") && svg.contains("C* = "), "SLO line and C* marked");
+    assert!(
+        svg.contains("SLO") && svg.contains("C* = "),
+        "SLO line and C* marked"
+    );
 
     // Without limits there is still a fit, and the table says what would give a C*.
-    let run = capplan(&["fit", table.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()]);
+    let run = capplan(&[
+        "fit",
+        table.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("No C*") && run.stdout.contains("--e2e"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("No C*") && run.stdout.contains("--e2e"),
+        "{}",
+        run.stdout
+    );
     assert!(dir.join("out").join("mindie.fit.json").is_file());
 }
 
