@@ -39,6 +39,7 @@ fn main() {
                     source: PointSource::Predicted,
                     note: String::new(),
                     e2e_mean_s: None,
+                    output_tokens: None,
                     origin: "bench".into(),
                 });
             }

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use capplan::catalog::{Dtype, MemoryOptions};
+use capplan::plan::compare::{parse_inventory, CompareOptions};
+use capplan::plan::cost::CostAssumptions;
+use capplan::plan::scenario::{read_scenario, Scenario};
 use capplan::plan::{Demand, SolveRequest};
 use capplan::probe::redact::{redact_command, redact_url};
 use capplan::probe::run::{Input, LayoutInfo, ProbeConfig, Target};
@@ -65,6 +68,8 @@ pub enum Command {
     Fit(FitArgs),
     /// Fit the performance model's efficiency factors per card to measured runs
     Calibrate(CalibrateArgs),
+    /// Cost every candidate over the period, rank by total cost, find the cheapest mix
+    Compare(Box<CompareArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -336,11 +341,22 @@ pub struct WorkloadArgs {
 impl WorkloadArgs {
     /// Input and output lengths from the flags or the dataset.
     pub fn lengths(&self) -> Result<(TokenLengths, TokenLengths), capplan::InputError> {
-        let default_output = TokenLengths::Fixed { tokens: 256 };
+        self.lengths_or(None, None)
+    }
+
+    /// Input and output lengths from the flags or the dataset, else `input`/`output` (a
+    /// scenario's), else 512 in and 256 out.
+    pub fn lengths_or(
+        &self,
+        input: Option<TokenLengths>,
+        output: Option<TokenLengths>,
+    ) -> Result<(TokenLengths, TokenLengths), capplan::InputError> {
+        let default_output = output.unwrap_or(TokenLengths::Fixed { tokens: 256 });
         let Some(path) = &self.dataset else {
             return Ok((
                 self.input_tokens
                     .clone()
+                    .or(input)
                     .unwrap_or(TokenLengths::Fixed { tokens: 512 }),
                 self.output_tokens.clone().unwrap_or(default_output),
             ));
@@ -395,18 +411,31 @@ impl EngineFlags {
 }
 
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("demand").required(true).args(["users", "rps"]))]
 pub struct SolveArgs {
+    /// A scenario file (plans/*.toml) holding the whole question; flags given as well override
+    /// what it says. Its reports go to plans/out/ (or --out)
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: Option<PathBuf>,
+
     /// Users to serve (counted as the capacity points count them; see --think-time)
-    #[arg(long, value_parser = parse_users, allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_users, allow_hyphen_values = true, conflicts_with = "rps")]
     pub users: Option<u64>,
 
-    /// Requests per second to serve (needs latency from fitted runs to convert)
+    /// Requests per second to serve (converted through the E2E latency at C*)
     #[arg(long, value_parser = parse_rate, allow_hyphen_values = true)]
     pub rps: Option<f64>,
 
-    #[command(flatten)]
-    pub slo: SloArgs,
+    /// Time-to-first-token limit, e.g. 3s, 3.15s, 800ms
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub ttft: Option<f64>,
+
+    /// Time-per-output-token limit, e.g. 100ms
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub tpot: Option<f64>,
+
+    /// Statistic the limits apply to: mean, p50, p90, p95, p99 [default: p90]
+    #[arg(long, value_parser = parse_input::<Percentile>)]
+    pub percentile: Option<Percentile>,
 
     /// Think time between a response and the user's next request: 0s, 2s, 1s..3s. Without it,
     /// users are counted as each capacity point counted them
@@ -421,17 +450,21 @@ pub struct SolveArgs {
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     pub cards: Vec<String>,
 
-    /// Extra capacity on top of demand: 0.2 = 20 %
-    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction, allow_hyphen_values = true)]
-    pub headroom: f64,
+    /// Extra capacity on top of demand: 0.2 = 20 % [default: 0]
+    #[arg(long, value_parser = parse_fraction, allow_hyphen_values = true)]
+    pub headroom: Option<f64>,
 
-    /// Spare nodes per candidate (N+k)
-    #[arg(long, default_value_t = 0)]
-    pub spares: u32,
+    /// Spare nodes per candidate (N+k) [default: 0]
+    #[arg(long)]
+    pub spares: Option<u32>,
 
     /// Use only measured and imported capacity; never predict
     #[arg(long)]
     pub no_predict: bool,
+
+    /// Where a scenario's reports go [default: plans/out]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 
     /// Workload of predicted rows (measured rows keep the workload they were measured with)
     #[command(flatten)]
@@ -439,6 +472,49 @@ pub struct SolveArgs {
 
     #[command(flatten)]
     pub memory: MemoryFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub solve: SolveArgs,
+
+    /// Amortisation period, years [default: 3]
+    #[arg(long)]
+    pub years: Option<f64>,
+
+    /// Electricity price, US$ per kWh [default: 0.12]
+    #[arg(long, value_name = "USD")]
+    pub power_price: Option<f64>,
+
+    /// Data-centre power usage effectiveness [default: 1.3]
+    #[arg(long)]
+    pub pue: Option<f64>,
+
+    /// Share of their TDP the cards draw at the planned load [default: 1]
+    #[arg(long, value_name = "FRACTION")]
+    pub card_power: Option<f64>,
+
+    /// Rent at the catalog's cloud $/h instead of buying
+    #[arg(long)]
+    pub cloud: bool,
+
+    /// Nodes already owned, NODE:COUNT (repeatable): their purchase is not counted again
+    #[arg(long, value_name = "NODE:COUNT")]
+    pub inventory: Vec<String>,
+
+    /// Find the cheapest mix of node types as well (exact integer program)
+    #[arg(long)]
+    pub mix: bool,
+}
+
+/// A solve request with everything it needs, from a scenario and flags.
+#[derive(Clone)]
+pub struct ResolvedSolve {
+    pub request: SolveRequest,
+    pub predict: bool,
+    pub workload: Workload,
+    pub scenario: Option<Scenario>,
 }
 
 #[derive(Debug, Args)]
@@ -639,54 +715,138 @@ impl PredictArgs {
 }
 
 impl SolveArgs {
-    /// The predictor for rows nobody measured, unless `--no-predict`.
-    pub fn predictor(
-        &self,
-        calibrations: Calibrations,
-    ) -> Result<Option<SimPredictor>, capplan::InputError> {
-        if self.no_predict {
-            return Ok(None);
+    /// The request: flags where given, else the scenario's, else defaults.
+    pub fn resolve(&self) -> Result<ResolvedSolve, capplan::InputError> {
+        let scenario = self.scenario.as_deref().map(read_scenario).transpose()?;
+        let from = scenario.clone().unwrap_or_default();
+        let demand = match (self.users, self.rps, from.users, from.rps) {
+            (Some(users), _, _, _) => Demand::Users(users),
+            (None, Some(rps), _, _) => Demand::Rps(rps),
+            (None, None, Some(0), _) => {
+                return Err(capplan::InputError::value("[demand] users must be above 0"))
+            }
+            (None, None, Some(users), _) => Demand::Users(users),
+            (None, None, None, Some(rps)) => Demand::Rps(rps),
+            (None, None, None, None) => {
+                return Err(capplan::InputError::value(
+                    "no demand: give --users N or --rps R (or a scenario file with [demand])",
+                ))
+            }
+        };
+        let ttft_s = self.ttft.or(from.ttft_s).ok_or_else(|| {
+            capplan::InputError::value(
+                "no TTFT limit: give --ttft, e.g. --ttft 3s (or [slo] ttft in a scenario)",
+            )
+        })?;
+        let slo = Slo {
+            ttft_s,
+            tpot_s: self.tpot.or(from.tpot_s),
+            percentile: self
+                .percentile
+                .or(from.percentile)
+                .unwrap_or(Percentile::P(90.0)),
+        };
+        let think_time = self.think_time.or(from.think_time);
+        let pick = |flag: &Vec<String>, file: &Vec<String>| {
+            if flag.is_empty() {
+                file.clone()
+            } else {
+                flag.clone()
+            }
+        };
+        let (input, output) = self
+            .workload
+            .lengths_or(from.input_tokens, from.output_tokens)?;
+        Ok(ResolvedSolve {
+            request: SolveRequest {
+                demand,
+                slo,
+                think_time,
+                models: pick(&self.model, &from.models),
+                cards: pick(&self.cards, &from.cards),
+                headroom: self.headroom.or(from.headroom).unwrap_or(0.0),
+                spares: self.spares.or(from.spares).unwrap_or(0),
+                memory: self.memory.options(),
+            },
+            predict: !self.no_predict && from.predict.unwrap_or(true),
+            workload: Workload {
+                input_tokens: input,
+                output_tokens: output,
+                think_time: think_time.unwrap_or(ThinkTime::NONE),
+            },
+            scenario,
+        })
+    }
+}
+
+impl ResolvedSolve {
+    /// The predictor for rows nobody measured, unless predictions are off.
+    pub fn predictor(&self, calibrations: Calibrations) -> Option<SimPredictor> {
+        if !self.predict {
+            return None;
         }
         let predictor = SimPredictor::new(
-            self.workload
-                .workload(self.think_time.unwrap_or(ThinkTime::NONE))?,
-            self.prediction_slo(),
-            self.memory.options(),
+            self.workload.clone(),
+            prediction_slo(&self.request.slo),
+            self.request.memory,
             calibrations,
         );
-        Ok(Some(if self.rps.is_some() {
-            predictor.open_loop()
-        } else {
-            predictor
-        }))
+        Some(match self.request.demand {
+            Demand::Rps(_) => predictor.open_loop(),
+            Demand::Users(_) => predictor,
+        })
     }
+}
 
-    /// The SLO predicted rows are held to: the one asked, with TPOT ≤ 100 ms added when no
-    /// TPOT limit was asked (see [`DEFAULT_PREDICTED_TPOT_S`]).
-    pub fn prediction_slo(&self) -> Slo {
-        let mut slo = self.slo.slo();
-        slo.tpot_s = slo.tpot_s.or(Some(DEFAULT_PREDICTED_TPOT_S));
-        slo
-    }
+/// The SLO predicted rows are held to: the one asked, with TPOT ≤ 100 ms added when no TPOT
+/// limit was asked (see [`DEFAULT_PREDICTED_TPOT_S`]).
+pub fn prediction_slo(slo: &Slo) -> Slo {
+    let mut slo = *slo;
+    slo.tpot_s = slo.tpot_s.or(Some(DEFAULT_PREDICTED_TPOT_S));
+    slo
+}
 
-    pub fn request(&self) -> SolveRequest {
-        let demand = match (self.users, self.rps) {
-            (Some(users), _) => Demand::Users(users),
-            (None, Some(rps)) => Demand::Rps(rps),
-            // clap's "demand" group requires one of the two.
-            (None, None) => Demand::Users(0),
-        };
-        SolveRequest {
-            demand,
-            slo: self.slo.slo(),
-            think_time: self.think_time,
-            models: self.model.clone(),
-            cards: self.cards.clone(),
-            headroom: self.headroom,
-            spares: self.spares,
-            memory: self.memory.options(),
-        }
+impl CompareArgs {
+    /// Cost assumptions and comparison options: flags over the scenario over defaults.
+    pub fn options(
+        &self,
+        scenario: Option<&Scenario>,
+        catalog: &capplan::catalog::Catalog,
+    ) -> Result<CompareOptions, capplan::InputError> {
+        compare_options(Some(self), scenario, catalog)
     }
+}
+
+/// Cost assumptions and comparison options: the flags of `args` over the scenario's over the
+/// defaults (`solve SCENARIO.toml` has no cost flags: `args` is `None`).
+pub fn compare_options(
+    args: Option<&CompareArgs>,
+    scenario: Option<&Scenario>,
+    catalog: &capplan::catalog::Catalog,
+) -> Result<CompareOptions, capplan::InputError> {
+    let from = scenario.map(|s| s.costs).unwrap_or_default();
+    let flag = |pick: fn(&CompareArgs) -> Option<f64>| args.and_then(pick);
+    let costs = CostAssumptions {
+        years: flag(|a| a.years).unwrap_or(from.years),
+        power_price_usd_per_kwh: flag(|a| a.power_price).unwrap_or(from.power_price_usd_per_kwh),
+        pue: flag(|a| a.pue).unwrap_or(from.pue),
+        card_power_fraction: flag(|a| a.card_power).unwrap_or(from.card_power_fraction),
+        cloud: args.is_some_and(|a| a.cloud) || from.cloud,
+    };
+    costs.check()?;
+    let mut entries = args.map(|a| a.inventory.clone()).unwrap_or_default();
+    if entries.is_empty() {
+        entries = scenario.map(|s| s.inventory.clone()).unwrap_or_default();
+    }
+    let inventory = entries
+        .iter()
+        .map(|e| parse_inventory(e, catalog))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CompareOptions {
+        costs,
+        inventory,
+        mix: args.is_some_and(|a| a.mix) || scenario.is_some_and(|s| s.mix),
+    })
 }
 
 /// The folder given, or `default` under the working directory when it exists.

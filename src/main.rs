@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use capplan::catalog::{memory_fit, Catalog};
+use capplan::plan::compare::{CompareOptions, CompareReport, ScenarioName};
 use capplan::probe::redact::was_redacted;
 use capplan::probe::run::{load_config, run_probe, ProbeConfig, RunFolder, Target};
 use capplan::report::hardware::{CatalogEntry, CatalogListing};
@@ -18,7 +19,9 @@ use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layo
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
 use capplan::{plan, report};
-use cli::{folder_or_default, Cli, Command, HardwareCommand, LayoutArgs, MemoryFlags};
+use cli::{
+    folder_or_default, Cli, Command, HardwareCommand, LayoutArgs, MemoryFlags, ResolvedSolve,
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -49,27 +52,35 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let catalog = Catalog::load(hardware.as_deref())?;
     match &cli.command {
         Command::Solve(args) => {
-            let request = args.request();
-            let dir = folder_or_default(&cli.measurements, "measurements");
-            let evidence = match &dir {
-                Some(dir) => plan::measured::load_evidence(dir, &catalog, &request.slo)
-                    .with_context(|| format!("reading measurements in {}", dir.display()))?,
-                None => Default::default(),
-            };
-            let points = evidence.points;
-            let mut predictor = args.predictor(calibrations(cli)?)?;
-            let mut report = plan::solve(
-                &catalog,
-                &points,
-                &request,
-                predictor
-                    .as_mut()
-                    .map(|p| p as &mut dyn capplan::plan::predicted::CapacityPredictor),
-            )?;
-            report.notes.extend(evidence.notes);
+            let resolved = args.resolve()?;
+            let report = solve_for(&catalog, cli, &resolved, &resolved.request)?;
             print(&report, cli)?;
+            if let Some(scenario) = &resolved.scenario {
+                // A scenario file asks for the whole answer: costs, sensitivity, report files.
+                let options = cli::compare_options(None, Some(scenario), &catalog)?;
+                let comparison = compare_for(&catalog, cli, &resolved, &options, report.clone())?;
+                save_comparison(&comparison, args.out.as_deref(), &scenario.name)?;
+            }
             // No plan is not a crash, but a script must not mistake it for an answer.
             Ok(if report.has_plans() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Compare(args) => {
+            let resolved = args.solve.resolve()?;
+            let options = args.options(resolved.scenario.as_ref(), &catalog)?;
+            let report = solve_for(&catalog, cli, &resolved, &resolved.request)?;
+            let has_plans = report.has_plans();
+            let comparison = compare_for(&catalog, cli, &resolved, &options, report)?;
+            print(&comparison, cli)?;
+            let name = resolved
+                .scenario
+                .as_ref()
+                .map_or_else(|| "compare".to_string(), |s| s.name.clone());
+            save_comparison(&comparison, args.solve.out.as_deref(), &name)?;
+            Ok(if has_plans {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
@@ -307,6 +318,79 @@ async fn start_simulator(
 
 /// The instance the flags name, linked as the named node shape (or the card's own link), with
 /// the efficiency factors it will be simulated with.
+/// Solves `request` on the measurements and predictions `resolved` allows.
+fn solve_for(
+    catalog: &Catalog,
+    cli: &Cli,
+    resolved: &ResolvedSolve,
+    request: &capplan::plan::SolveRequest,
+) -> anyhow::Result<plan::SolveReport> {
+    let dir = folder_or_default(&cli.measurements, "measurements");
+    let evidence = match &dir {
+        Some(dir) => plan::measured::load_evidence(dir, catalog, &request.slo)
+            .with_context(|| format!("reading measurements in {}", dir.display()))?,
+        None => Default::default(),
+    };
+    let variant = ResolvedSolve {
+        request: request.clone(),
+        ..resolved.clone()
+    };
+    let mut predictor = variant.predictor(calibrations(cli)?);
+    let mut report = plan::solve(
+        catalog,
+        &evidence.points,
+        request,
+        predictor
+            .as_mut()
+            .map(|p| p as &mut dyn capplan::plan::predicted::CapacityPredictor),
+    )?;
+    report.notes.extend(evidence.notes);
+    Ok(report)
+}
+
+/// Costs `report`, and how nodes and cost move with the demand and the SLO.
+fn compare_for(
+    catalog: &Catalog,
+    cli: &Cli,
+    resolved: &ResolvedSolve,
+    options: &CompareOptions,
+    report: plan::SolveReport,
+) -> anyhow::Result<CompareReport> {
+    let mut comparison = plan::compare::compare(catalog, report, options);
+    comparison.scenario = resolved.scenario.as_ref().map(|s| ScenarioName {
+        name: s.name.clone(),
+        description: s.description.clone(),
+    });
+    comparison.sensitivity = Some(plan::sensitivity::sensitivity(&comparison, |request| {
+        let report = solve_for(catalog, cli, resolved, request)?;
+        Ok(plan::compare::compare(catalog, report, options))
+    })?);
+    Ok(comparison)
+}
+
+/// Writes a comparison's report files to `out` (default `plans/out`), and says where on stderr
+/// (stdout may be JSON).
+fn save_comparison(
+    comparison: &CompareReport,
+    out: Option<&std::path::Path>,
+    name: &str,
+) -> anyhow::Result<()> {
+    let dir = out.map_or_else(
+        || std::path::PathBuf::from("plans/out"),
+        |d| d.to_path_buf(),
+    );
+    let written = report::compare::save(comparison, &dir, name)?;
+    eprintln!(
+        "wrote {}",
+        written
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
+}
+
 /// The calibrations stored under the measurements folder (none without one).
 fn calibrations(cli: &Cli) -> anyhow::Result<Calibrations> {
     Ok(match folder_or_default(&cli.measurements, "measurements") {

@@ -138,6 +138,7 @@ mod tests {
             note: String::new(),
             origin: "t".into(),
             e2e_mean_s: e2e,
+            output_tokens: None,
         }
     }
 

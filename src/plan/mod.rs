@@ -1,9 +1,14 @@
 //! Planning: from capacity per instance to node counts, splits and (later) cost.
 
+pub mod compare;
+pub mod cost;
 pub mod demand;
 pub mod evidence;
 pub mod measured;
+pub mod mix;
 pub mod predicted;
+pub mod scenario;
+pub mod sensitivity;
 pub mod solve;
 pub mod split;
 

@@ -52,6 +52,9 @@ pub struct NodePlan {
     pub conversion: Option<String>,
     /// C* of the evidence, users as it counted them.
     pub evidence_c_star: f64,
+    /// Mean E2E latency at C* and output tokens per request of the evidence, when known.
+    pub evidence_e2e_mean_s: Option<f64>,
+    pub evidence_output_tokens: Option<f64>,
     pub nodes: u64,
     pub cards: u64,
     pub source: PointSource,
@@ -451,6 +454,8 @@ fn plan_node(
         users_per_node,
         conversion: capacity.conversion,
         evidence_c_star: point.users_per_instance,
+        evidence_e2e_mean_s: point.e2e_mean_s,
+        evidence_output_tokens: point.output_tokens,
         nodes,
         cards: nodes * u64::from(node.cards_per_node),
         source: point.source,

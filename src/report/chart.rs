@@ -186,13 +186,7 @@ fn draw<DB: DrawingBackend>(
 /// Writes `chart` to `<stem>.svg` and `<stem>.png` (900 × 560); returns the two paths.
 pub fn write_chart(chart: &Chart, stem: &Path) -> anyhow::Result<Vec<PathBuf>> {
     register_font();
-    // Appended, not `with_extension`: `mindie.throughput` must not become `mindie.svg`.
-    let with = |extension: &str| {
-        let mut path = stem.as_os_str().to_owned();
-        path.push(extension);
-        PathBuf::from(path)
-    };
-    let (svg, png) = (with(".svg"), with(".png"));
+    let (svg, png) = (with_extension(stem, ".svg"), with_extension(stem, ".png"));
     {
         let root = SVGBackend::new(&svg, (900, 560)).into_drawing_area();
         draw(&root, chart).map_err(|err| anyhow::anyhow!("drawing {}: {err}", svg.display()))?;
@@ -202,6 +196,122 @@ pub fn write_chart(chart: &Chart, stem: &Path) -> anyhow::Result<Vec<PathBuf>> {
         draw(&root, chart).map_err(|err| anyhow::anyhow!("drawing {}: {err}", png.display()))?;
     }
     Ok(vec![svg, png])
+}
+
+/// Horizontal bars, one per option, labelled on the left with the value at the end.
+#[derive(Debug, Clone, Default)]
+pub struct BarChart {
+    pub title: String,
+    pub x_label: String,
+    pub bars: Vec<(String, f64)>,
+    /// How a value is printed at the end of its bar.
+    pub unit: BarUnit,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum BarUnit {
+    #[default]
+    Count,
+    Dollars,
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &BarChart,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let n = chart.bars.len().max(1);
+    let high = chart.bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1e-9) * 1.25;
+    let label_width = chart
+        .bars
+        .iter()
+        .map(|b| b.0.chars().count())
+        .max()
+        .unwrap_or(4) as u32
+        * 8
+        + 16;
+    let mut plot = ChartBuilder::on(root)
+        .caption(&chart.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(label_width.min(420))
+        .build_cartesian_2d(0.0..high, 0.0..n as f64)?;
+    let labels: Vec<String> = chart.bars.iter().map(|b| b.0.clone()).collect();
+    plot.configure_mesh()
+        .light_line_style(WHITE)
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|y: &f64| {
+            let index = y.floor() as usize;
+            // Bars run top to bottom in the order given.
+            labels
+                .get(n.saturating_sub(index + 1))
+                .cloned()
+                .unwrap_or_default()
+        })
+        .x_desc(chart.x_label.as_str())
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()?;
+    for (index, (_, value)) in chart.bars.iter().enumerate() {
+        let y = (n - index - 1) as f64;
+        let colour = PALETTE[index % PALETTE.len()];
+        plot.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, y + 0.2), (*value, y + 0.8)],
+            colour.filled(),
+        )))?;
+        let text = match chart.unit {
+            BarUnit::Count => crate::report::count(*value),
+            BarUnit::Dollars => crate::report::dollars(*value),
+        };
+        plot.draw_series(std::iter::once(Text::new(
+            text,
+            (*value + high * 0.01, y + 0.6),
+            ("sans-serif", 13).into_font().color(&BLACK),
+        )))?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Writes `chart` to `<stem>.svg` and `<stem>.png`; returns the two paths.
+pub fn write_bar_chart(chart: &BarChart, stem: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    register_font();
+    let (svg, png) = (with_extension(stem, ".svg"), with_extension(stem, ".png"));
+    let height = (120 + 36 * chart.bars.len() as u32).clamp(240, 1400);
+    {
+        let root = SVGBackend::new(&svg, (900, height)).into_drawing_area();
+        draw_bars(&root, chart)
+            .map_err(|err| anyhow::anyhow!("drawing {}: {err}", svg.display()))?;
+    }
+    {
+        let root = BitMapBackend::new(&png, (900, height)).into_drawing_area();
+        draw_bars(&root, chart)
+            .map_err(|err| anyhow::anyhow!("drawing {}: {err}", png.display()))?;
+    }
+    Ok(vec![svg, png])
+}
+
+/// `stem` + `extension`, appended (`mindie.throughput` must not become `mindie.svg`).
+fn with_extension(stem: &Path, extension: &str) -> PathBuf {
+    let mut path = stem.as_os_str().to_owned();
+    path.push(extension);
+    PathBuf::from(path)
+}
+
+/// A written chart as a report shows it: the SVG read back, the PNG by file name.
+pub fn chart_file(title: &str, written: &[PathBuf]) -> Option<crate::report::ChartFile> {
+    let svg = written
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "svg"))?;
+    let png = written
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "png"))?;
+    Some(crate::report::ChartFile {
+        title: title.to_string(),
+        svg: std::fs::read_to_string(svg).ok()?,
+        png_name: png.file_name()?.to_string_lossy().into_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -242,5 +352,15 @@ mod tests {
         let png = std::fs::read(&written[1]).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
         assert!(png.len() > 5_000, "with pixels drawn: {} bytes", png.len());
+        let bars = BarChart {
+            title: "Total cost".into(),
+            x_label: "US$".into(),
+            bars: vec![("8xA30".into(), 1.5e6), ("8xA100".into(), 9.0e5)],
+            unit: BarUnit::Dollars,
+        };
+        let written = write_bar_chart(&bars, &dir.join("bars")).unwrap();
+        let chart = chart_file("cost", &written).unwrap();
+        assert!(chart.svg.contains("$1,500,000") && chart.svg.contains("8xA100"));
+        assert_eq!(chart.png_name, "bars.png");
     }
 }

@@ -170,6 +170,7 @@ impl Report for CatalogListing {
             heading: Vec::new(),
             tables,
             notes: vec!["`capplan hardware show NAME` prints one entry with its sources.".into()],
+            ..Document::default()
         }
     }
 }
@@ -214,6 +215,7 @@ impl Report for CatalogEntry {
                 rows,
             }],
             notes: Vec::new(),
+            ..Document::default()
         }
     }
 }

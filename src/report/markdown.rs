@@ -34,6 +34,13 @@ impl Exporter for MarkdownExporter {
                 out.push_str(&format!("- {}\n", cell(note)));
             }
         }
+        for chart in &document.charts {
+            out.push_str(&format!(
+                "\n![{}]({})\n",
+                cell(&chart.title),
+                chart.png_name
+            ));
+        }
         out
     }
 }

@@ -72,6 +72,7 @@ impl Report for MemoryReport {
             )],
             tables: vec![table],
             notes: Vec::new(),
+            ..Document::default()
         }
     }
 }

@@ -6,9 +6,11 @@
 
 pub mod calibrate;
 pub mod chart;
+pub mod compare;
 pub mod csv;
 pub mod fit;
 pub mod hardware;
+pub mod html;
 pub mod markdown;
 pub mod memory;
 pub mod predict;
@@ -30,12 +32,22 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
-/// What a report shows: context lines first, then tables, then notes.
+/// What a report shows: context lines first, then tables, then notes, then charts.
 #[derive(Debug, Clone, Default)]
 pub struct Document {
     pub heading: Vec<String>,
     pub tables: Vec<Table>,
     pub notes: Vec<String>,
+    pub charts: Vec<ChartFile>,
+}
+
+/// A chart written beside a report: the SVG inline (HTML shows it as it is), the PNG's file
+/// name (Markdown links it).
+#[derive(Debug, Clone, Default)]
+pub struct ChartFile {
+    pub title: String,
+    pub svg: String,
+    pub png_name: String,
 }
 
 /// A command's result.
@@ -54,6 +66,7 @@ pub enum Format {
     Json,
     Csv,
     Markdown,
+    Html,
 }
 
 impl FromStr for Format {
@@ -65,8 +78,9 @@ impl FromStr for Format {
             "json" => Ok(Format::Json),
             "csv" => Ok(Format::Csv),
             "markdown" | "md" => Ok(Format::Markdown),
+            "html" => Ok(Format::Html),
             _ => Err(InputError::value(format!(
-                "unknown format '{text}': use table, json, csv or markdown"
+                "unknown format '{text}': use table, json, csv, markdown or html"
             ))),
         }
     }
@@ -84,6 +98,7 @@ pub fn render<R: Report>(report: &R, format: Format) -> anyhow::Result<String> {
         Format::Table => terminal::TerminalExporter.render(&report.document()),
         Format::Csv => csv::CsvExporter.render(&report.document()),
         Format::Markdown => markdown::MarkdownExporter.render(&report.document()),
+        Format::Html => html::HtmlExporter.render(&report.document()),
     })
 }
 

@@ -147,6 +147,7 @@ impl Report for Prediction {
             heading,
             tables: vec![table],
             notes,
+            ..Document::default()
         }
     }
 }

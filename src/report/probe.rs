@@ -118,6 +118,7 @@ impl Report for ProbeReport {
             heading,
             tables: vec![table],
             notes,
+            ..Document::default()
         }
     }
 }

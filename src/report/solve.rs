@@ -163,6 +163,7 @@ impl Report for SolveReport {
             heading,
             tables,
             notes,
+            ..Document::default()
         }
     }
 }

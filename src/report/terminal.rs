@@ -38,6 +38,12 @@ impl Exporter for TerminalExporter {
             out.push_str(note);
             out.push('\n');
         }
+        for chart in &document.charts {
+            out.push_str(&format!(
+                "Chart: {} ({}, and .svg)\n",
+                chart.title, chart.png_name
+            ));
+        }
         out
     }
 }

@@ -110,6 +110,7 @@ impl CapacityPredictor for SimPredictor {
                                 rate.rate, prediction.limit
                             ),
                             e2e_mean_s: e2e,
+                            output_tokens: Some(self.request.workload.output_tokens.mean()),
                             origin: format!(
                                 "predicted R* [{:.3}, {}], {}",
                                 rate.last_pass,
@@ -147,6 +148,7 @@ impl CapacityPredictor for SimPredictor {
                     .iter()
                     .find(|level| level.concurrency == prediction.c_star)
                     .map(|level| level.e2e.mean),
+                output_tokens: Some(self.request.workload.output_tokens.mean()),
                 origin: format!(
                     "predicted [{}, {}], {}",
                     prediction.last_pass,

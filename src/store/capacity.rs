@@ -58,10 +58,14 @@ pub struct CapacityPoint {
     /// rate, into this point's users.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e_mean_s: Option<f64>,
+    /// Mean output tokens per request of the workload measured (table column
+    /// `output_tokens_mean`): what turns requests into tokens for a cost per token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<f64>,
 }
 
 const REQUIRED: [&str; 5] = ["model", "card", "tp", "users_per_instance", "ttft_slo_s"];
-const OPTIONAL: [&str; 11] = [
+const OPTIONAL: [&str; 12] = [
     "card_memory_gib",
     "interconnect",
     "cards_per_node",
@@ -73,6 +77,7 @@ const OPTIONAL: [&str; 11] = [
     "note",
     "e2e_slo_s",
     "e2e_mean_s",
+    "output_tokens_mean",
 ];
 
 /// Reads every `*.csv` directly in `dir` (sorted by name). A missing folder has no points. (Run
@@ -199,6 +204,7 @@ pub fn parse_capacity_csv(
         let ttft_s = required_number("ttft_slo_s")?;
         let tpot_s = number("tpot_slo_ms")?.map(|ms| ms / 1e3);
         let e2e_mean_s = number("e2e_mean_s")?;
+        let output_tokens = number("output_tokens_mean")?;
         let cards_per_node = count("cards_per_node")?;
         let instances_per_node = count("instances_per_node")?;
         if let Some(cards) = cards_per_node {
@@ -258,6 +264,7 @@ pub fn parse_capacity_csv(
             source,
             note: cell("note").to_string(),
             e2e_mean_s,
+            output_tokens,
             origin: here,
         });
     }
