@@ -1,6 +1,7 @@
 //! What has been measured or imported, on disk under `measurements/`.
 
 pub mod capacity;
+pub mod import;
 pub mod runs;
 pub mod steps;
 
