@@ -15,6 +15,7 @@
 //! rate.
 
 mod evalscope;
+mod guidellm;
 mod vllm_bench;
 
 use std::borrow::Cow;
@@ -128,9 +129,10 @@ pub fn read(format: ImportFormat, paths: &[PathBuf]) -> Result<Imported, InputEr
         ImportFormat::StepsCsv => steps_csv(paths),
         ImportFormat::Evalscope => evalscope::read(paths),
         ImportFormat::VllmBench => vllm_bench::read(paths),
-        ImportFormat::Guidellm | ImportFormat::Aiperf | ImportFormat::GenaiPerf => Err(
-            InputError::value(format!("importing {format} is not implemented yet")),
-        ),
+        ImportFormat::Guidellm => guidellm::read(paths),
+        ImportFormat::Aiperf | ImportFormat::GenaiPerf => Err(InputError::value(format!(
+            "importing {format} is not implemented yet"
+        ))),
     }
 }
 
@@ -434,6 +436,15 @@ impl<'a> Node<'a> {
         self.get(key).ok_or_else(|| self.missing(key, expected))
     }
 
+    /// A path of keys (`a.b.c` given as `["a", "b", "c"]`), `None` when any is missing.
+    pub fn at(&self, keys: &[&str]) -> Option<Node<'a>> {
+        let mut node = self.clone();
+        for key in keys {
+            node = node.get(key)?;
+        }
+        Some(node)
+    }
+
     /// The elements of this array.
     pub fn items(&self, expected: &str) -> Result<Vec<Node<'a>>, InputError> {
         let items = self.value.as_array().ok_or_else(|| {
@@ -509,6 +520,10 @@ impl<'a> Node<'a> {
 
     pub fn opt_count(&self, key: &str) -> Result<Option<u64>, InputError> {
         self.get(key).map(|node| node.count()).transpose()
+    }
+
+    pub fn req_number(&self, key: &str, expected: &str) -> Result<f64, InputError> {
+        self.field(key, expected)?.number()
     }
 
     pub fn req_count(&self, key: &str, expected: &str) -> Result<u64, InputError> {
