@@ -14,7 +14,9 @@
 //! merged (see [`Imported::notes`] for how), and the levels come out sorted by concurrency, then
 //! rate.
 
+mod aiperf;
 mod evalscope;
+mod genai_perf;
 mod guidellm;
 mod vllm_bench;
 
@@ -130,9 +132,8 @@ pub fn read(format: ImportFormat, paths: &[PathBuf]) -> Result<Imported, InputEr
         ImportFormat::Evalscope => evalscope::read(paths),
         ImportFormat::VllmBench => vllm_bench::read(paths),
         ImportFormat::Guidellm => guidellm::read(paths),
-        ImportFormat::Aiperf | ImportFormat::GenaiPerf => Err(InputError::value(format!(
-            "importing {format} is not implemented yet"
-        ))),
+        ImportFormat::Aiperf => aiperf::read(paths),
+        ImportFormat::GenaiPerf => genai_perf::read(paths),
     }
 }
 
@@ -621,6 +622,55 @@ pub(super) fn set_stat(
     true
 }
 
+/// The percentile a key like `p99`, `p99.9`, `min` or `max` names (min = 0, max = 100).
+pub(super) fn percentile_key(key: &str) -> Option<f64> {
+    match key {
+        "min" => return Some(0.0),
+        "max" => return Some(100.0),
+        _ => {}
+    }
+    let digits = key.strip_prefix('p')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let p: f64 = digits.parse().ok()?;
+    (p > 0.0 && p < 100.0).then_some(p)
+}
+
+/// A metric object of AIPerf and GenAI-Perf, `{unit, avg, p1 … p99, min, max, std, …}`, as
+/// statistics in seconds. The unit must be one of time.
+pub(super) fn unit_object_stats(
+    node: &Node,
+    level: &mut Level,
+    metric: Metric,
+) -> Result<(), InputError> {
+    let unit = node
+        .field("unit", "the metric's unit, e.g. \"ms\"")?
+        .str()
+        .unwrap_or_default()
+        .to_string();
+    let scale = per_second(&unit).ok_or_else(|| {
+        node.error(format!(
+            "unit \"{unit}\" is not a unit of time; expected \"ms\", \"s\", \"us\" or \"ns\""
+        ))
+    })?;
+    for (key, value) in node.entries() {
+        let statistic = match key {
+            "avg" => Percentile::Mean,
+            "mean" if !node.has("avg") => Percentile::Mean,
+            other => match percentile_key(other) {
+                Some(p) => Percentile::P(p),
+                None => continue,
+            },
+        };
+        if value.value.is_null() {
+            continue;
+        }
+        set_stat(level, metric, statistic, value.number()?, scale);
+    }
+    Ok(())
+}
+
 /// "concurrency 4" or "rate 8 req/s".
 pub(super) fn load_label(level: &Level) -> String {
     match (level.concurrency, level.rate) {
@@ -1023,6 +1073,12 @@ mod tests {
 
     #[test]
     fn percentile_keys_and_folder_numbers() {
+        assert_eq!(percentile_key("p99"), Some(99.0));
+        assert_eq!(percentile_key("p99.9"), Some(99.9));
+        assert_eq!(percentile_key("min"), Some(0.0));
+        assert_eq!(percentile_key("max"), Some(100.0));
+        assert_eq!(percentile_key("std"), None);
+        assert_eq!(percentile_key("p"), None);
         assert_eq!(number_after("parallel_4_number_16", "parallel_"), Some(4.0));
         assert_eq!(number_after("rate_4.0_number_20", "rate_"), Some(4.0));
         assert_eq!(
