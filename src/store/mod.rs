@@ -2,6 +2,7 @@
 
 pub mod capacity;
 pub mod curve;
+pub mod import;
 pub mod steps;
 
 pub use capacity::{load_capacity_dir, parse_capacity_csv, CapacityPoint, PointSource};
