@@ -20,6 +20,7 @@ use capplan::sim::engine::{Admission, EngineOptions};
 use capplan::sim::predict::{PredictRequest, RateSearch};
 use capplan::sim::serve::fault::FaultRule;
 use capplan::slo::{parse_positive_seconds, Percentile, Slo};
+use capplan::store::import::ImportFormat;
 use capplan::workload::dataset::{read_dataset, DatasetLengths};
 use capplan::workload::tokens::LocalTokenizer;
 use capplan::workload::{ThinkTime, TokenLengths, Workload};
@@ -70,6 +71,46 @@ pub enum Command {
     Calibrate(CalibrateArgs),
     /// Cost every candidate over the period, rank by total cost, find the cheapest mix
     Compare(Box<CompareArgs>),
+    /// Bring other tools' results in as a run folder under measurements/
+    Import(ImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The tool that wrote the files: steps-csv, evalscope, vllm-bench, guidellm, aiperf,
+    /// genai-perf (`--format` is every command's output format)
+    #[arg(long = "from", value_parser = parse_input::<ImportFormat>, value_name = "TOOL")]
+    pub from: ImportFormat,
+    /// Result files, or folders holding them
+    #[arg(required = true, value_name = "FILE")]
+    pub paths: Vec<PathBuf>,
+    /// Catalog model the results were measured on
+    #[arg(long)]
+    pub model: String,
+    /// Catalog card the results were measured on
+    #[arg(long)]
+    pub card: String,
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Node shape the instance ran on (its link) [default: the card's own link]
+    #[arg(long)]
+    pub node: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub instances_per_node: u32,
+    #[arg(long)]
+    pub cards_per_node: Option<u32>,
+    /// Prompt tokens of the workload [default: the files' mean]
+    #[arg(long, value_parser = parse_input::<TokenLengths>, value_name = "D")]
+    pub input_tokens: Option<TokenLengths>,
+    /// Output tokens of the workload [default: the files' mean]
+    #[arg(long, value_parser = parse_input::<TokenLengths>, value_name = "D")]
+    pub output_tokens: Option<TokenLengths>,
+    /// Think time of the measured users
+    #[arg(long, default_value = "0s", value_parser = parse_input::<ThinkTime>, value_name = "DUR")]
+    pub think_time: ThinkTime,
+    /// Where run folders go
+    #[arg(long, default_value = "measurements", value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod csv;
 pub mod fit;
 pub mod hardware;
 pub mod html;
+pub mod import;
 pub mod markdown;
 pub mod memory;
 pub mod predict;

@@ -217,6 +217,8 @@ enum Column {
     InputTokensMean,
     OutputTokensMean,
     Latency(Metric, Percentile, f64),
+    /// Known, and not a figure of the level.
+    Known,
     Unused,
 }
 
@@ -256,6 +258,9 @@ fn column(name: &str) -> Column {
         "output_tok_per_s" | "output_tokens_per_s" => return Column::OutputTokensPerS,
         "input_tokens_mean" => return Column::InputTokensMean,
         "output_tokens_mean" => return Column::OutputTokensMean,
+        // capplan's own steps.csv: bookkeeping that is not a measurement of the level.
+        "step" | "verdict" | "stopped_early" | "sent" | "server_s" | "why" => return Column::Known,
+        _ if name.starts_with("failures_") || name.starts_with("client_") => return Column::Known,
         _ => {}
     }
     // Units per second: dividing (not multiplying by 1e-3) keeps 7100 ms exactly 7.1 s.
@@ -311,7 +316,7 @@ pub fn read_steps_csv(path: &Path) -> Result<StepsFile, InputError> {
             row.map_err(|err| InputError::file(format!("{location}:{line}"), err.to_string()))?;
         let mut level = Level::default();
         for ((cell, column), header) in row.iter().zip(&columns).zip(headers.iter()) {
-            if cell.is_empty() || *column == Column::Unused {
+            if cell.is_empty() || matches!(column, Column::Unused | Column::Known) {
                 continue;
             }
             let number: f64 = cell.parse().map_err(|_| {
@@ -340,7 +345,7 @@ pub fn read_steps_csv(path: &Path) -> Result<StepsFile, InputError> {
                 Column::Latency(metric, stat, per_second) => {
                     level.stats_mut(metric).set(stat, number / per_second)
                 }
-                Column::Unused => {}
+                Column::Unused | Column::Known => {}
             }
         }
         if level.load().is_none() {

@@ -18,6 +18,7 @@ mod aiperf;
 mod evalscope;
 mod genai_perf;
 mod guidellm;
+pub mod run;
 mod vllm_bench;
 
 use std::borrow::Cow;

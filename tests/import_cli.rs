@@ -1,0 +1,164 @@
+//! `capplan import` from the command line: each tool's real result files become a run folder
+//! that `fit` and `solve` read like a probe's; bad input names the file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{capplan, json, scratch};
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/import")
+        .join(path)
+}
+
+fn import(out: &Path, tool: &str, path: &Path) -> serde_json::Value {
+    let run = capplan(&[
+        "import",
+        "--from",
+        tool,
+        path.to_str().unwrap(),
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{tool}: {}", run.stderr);
+    json(&run)
+}
+
+#[test]
+fn every_tool_becomes_a_run_folder_with_its_levels() {
+    let out = scratch("import-all");
+    // (tool, fixture, closed-loop levels expected)
+    for (tool, path, levels) in [
+        (
+            "evalscope",
+            "evalscope/v1.14.1-closed-loop",
+            vec![1.0, 4.0, 8.0],
+        ),
+        (
+            "evalscope",
+            "evalscope/v1.6.0-closed-loop-seconds",
+            vec![1.0, 4.0, 8.0],
+        ),
+        (
+            "guidellm",
+            "guidellm/v0.8.1/benchmarks-concurrent-1-4-8.json",
+            vec![1.0, 4.0, 8.0],
+        ),
+        (
+            "aiperf",
+            "aiperf/v0.13.0-concurrency-sweep",
+            vec![1.0, 4.0, 8.0],
+        ),
+    ] {
+        let report = import(&out, tool, &fixture(path));
+        let got: Vec<f64> = report["imported"]["levels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l["concurrency"].as_f64())
+            .collect();
+        assert_eq!(got, levels, "{tool} {path}");
+        let dir = PathBuf::from(report["run_dir"].as_str().unwrap());
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(run["kind"], "import");
+        assert_eq!(run["source"]["tool"], tool);
+        assert!(dir.join("steps.csv").is_file());
+        // Every level's TTFT is in seconds whatever the tool wrote (the server's is ~10–30 ms).
+        for level in report["imported"]["levels"].as_array().unwrap() {
+            let ttft = level["latency"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m[0] == "ttft")
+                .map(|m| m[1]["mean"].as_f64().unwrap());
+            if let Some(ttft) = ttft {
+                assert!((0.001..0.2).contains(&ttft), "{tool} {path}: TTFT {ttft} s");
+            }
+        }
+    }
+}
+
+#[test]
+fn solve_and_fit_use_an_import_as_imported_capacity() {
+    let out = scratch("import-solve");
+    import(&out, "evalscope", &fixture("evalscope/v1.14.1-closed-loop"));
+    let run = capplan(&[
+        "--measurements",
+        out.to_str().unwrap(),
+        "solve",
+        "--users",
+        "100",
+        "--ttft",
+        "50ms",
+        "--tpot",
+        "20ms",
+        "--model",
+        "llama-3.1-8b",
+        "--cards",
+        "8xH100-SXM",
+        "--no-predict",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let row = &json(&run)["plans"][0];
+    assert_eq!(row["source"], "imported");
+    // Every level passed (8 users at ~23 ms p90 TTFT): at least 8 users per instance.
+    assert_eq!(row["evidence_c_star"], 8.0);
+    assert!(row["evidence_note"].as_str().unwrap().contains("≥"));
+}
+
+#[test]
+fn the_wrong_tool_or_a_missing_file_exits_2() {
+    let out = scratch("import-bad");
+    let run = capplan(&[
+        "import",
+        "--from",
+        "guidellm",
+        fixture("evalscope/v1.14.1-closed-loop").to_str().unwrap(),
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let run = capplan(&[
+        "import",
+        "--from",
+        "locust",
+        "x.csv",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("evalscope"),
+        "lists the valid tools: {}",
+        run.stderr
+    );
+    let run = capplan(&[
+        "import",
+        "--from",
+        "evalscope",
+        "nowhere",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("nowhere"), "{}", run.stderr);
+}
