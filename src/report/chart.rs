@@ -222,42 +222,52 @@ fn draw_bars<DB: DrawingBackend>(
     root.fill(&WHITE)?;
     let n = chart.bars.len().max(1);
     let high = chart.bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1e-9) * 1.25;
-    let label_width = chart
-        .bars
-        .iter()
-        .map(|b| b.0.chars().count())
-        .max()
-        .unwrap_or(4) as u32
-        * 8
-        + 16;
+    let unit = chart.unit;
+    let short = move |v: &f64| -> String {
+        let (value, suffix) = if v.abs() >= 1e9 {
+            (v / 1e9, "G")
+        } else if v.abs() >= 1e6 {
+            (v / 1e6, "M")
+        } else if v.abs() >= 1e3 {
+            (v / 1e3, "k")
+        } else {
+            (*v, "")
+        };
+        let number = crate::report::count((value * 10.0).round() / 10.0);
+        match unit {
+            BarUnit::Dollars => format!("${number}{suffix}"),
+            BarUnit::Count => format!("{number}{suffix}"),
+        }
+    };
     let mut plot = ChartBuilder::on(root)
         .caption(&chart.title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(label_width.min(420))
+        .y_label_area_size(8)
         .build_cartesian_2d(0.0..high, 0.0..n as f64)?;
-    let labels: Vec<String> = chart.bars.iter().map(|b| b.0.clone()).collect();
     plot.configure_mesh()
         .light_line_style(WHITE)
         .disable_y_mesh()
-        .y_labels(n)
-        .y_label_formatter(&|y: &f64| {
-            let index = y.floor() as usize;
-            // Bars run top to bottom in the order given.
-            labels
-                .get(n.saturating_sub(index + 1))
-                .cloned()
-                .unwrap_or_default()
-        })
+        .y_labels(0)
+        .x_label_formatter(&short)
         .x_desc(chart.x_label.as_str())
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()?;
+    // Each bar's label sits above it, so long labels never crowd an axis.
+    for (index, (label, _)) in chart.bars.iter().enumerate() {
+        let y = (n - index - 1) as f64;
+        plot.draw_series(std::iter::once(Text::new(
+            label.clone(),
+            (high * 0.005, y + 0.93),
+            ("sans-serif", 13).into_font().color(&BLACK),
+        )))?;
+    }
     for (index, (_, value)) in chart.bars.iter().enumerate() {
         let y = (n - index - 1) as f64;
         let colour = PALETTE[index % PALETTE.len()];
         plot.draw_series(std::iter::once(Rectangle::new(
-            [(0.0, y + 0.2), (*value, y + 0.8)],
+            [(0.0, y + 0.1), (*value, y + 0.55)],
             colour.filled(),
         )))?;
         let text = match chart.unit {
@@ -266,7 +276,7 @@ fn draw_bars<DB: DrawingBackend>(
         };
         plot.draw_series(std::iter::once(Text::new(
             text,
-            (*value + high * 0.01, y + 0.6),
+            (*value + high * 0.01, y + 0.45),
             ("sans-serif", 13).into_font().color(&BLACK),
         )))?;
     }
@@ -278,7 +288,7 @@ fn draw_bars<DB: DrawingBackend>(
 pub fn write_bar_chart(chart: &BarChart, stem: &Path) -> anyhow::Result<Vec<PathBuf>> {
     register_font();
     let (svg, png) = (with_extension(stem, ".svg"), with_extension(stem, ".png"));
-    let height = (120 + 36 * chart.bars.len() as u32).clamp(240, 1400);
+    let height = (120 + 44 * chart.bars.len() as u32).clamp(240, 1600);
     {
         let root = SVGBackend::new(&svg, (900, height)).into_drawing_area();
         draw_bars(&root, chart)

@@ -15,6 +15,35 @@ fn money(value: Option<f64>) -> String {
 }
 
 impl CompareReport {
+    /// `15, 22; no plan, 18`: nodes at −20 % and +20 % demand, at the stricter and looser SLO.
+    fn sensitivity_cell(&self, model: &str, node: &str) -> String {
+        let Some(sensitivity) = &self.sensitivity else {
+            return "-".into();
+        };
+        let Some(row) = sensitivity
+            .rows
+            .iter()
+            .find(|r| r.model == model && r.node == node)
+        else {
+            return "-".into();
+        };
+        let at = |label: &str| {
+            sensitivity
+                .variants
+                .iter()
+                .position(|v| v.starts_with(label))
+                .and_then(|i| row.cells.get(i).cloned().flatten())
+                .map_or_else(|| "no plan".to_string(), |(nodes, _)| nodes.to_string())
+        };
+        format!(
+            "{}, {}; {}, {}",
+            at("demand −"),
+            at("demand +"),
+            at("stricter"),
+            at("looser")
+        )
+    }
+
     fn demand_unit(&self) -> &'static str {
         match self.plan.request.demand {
             Demand::Users(_) => "user",
@@ -89,6 +118,7 @@ impl CompareReport {
                 "source".into(),
                 "capacity per instance".into(),
                 "evidence".into(),
+                "nodes if (demand −20 %, +20 %; SLO × 0.8, × 1.25)".into(),
             ],
             rows: Vec::new(),
         };
@@ -127,6 +157,7 @@ impl CompareReport {
                     plan.evidence_note
                 ),
                 plan.evidence.clone(),
+                self.sensitivity_cell(&plan.model, &plan.node),
             ]);
         }
         let mut tables = vec![ranking];
