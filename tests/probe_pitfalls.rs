@@ -442,3 +442,34 @@ async fn a_local_tokenizer_counts_when_usage_is_missing() {
     );
     assert_eq!(record.input_tokens_from, CountSource::Tokenizer);
 }
+
+/// A kept-alive connection the server closes on the next request without answering (what
+/// llama.cpp's HTTP server does every few requests): sent again once, on a new connection.
+#[tokio::test]
+async fn a_stale_kept_alive_connection_is_retried_once() {
+    let script: Script = Arc::new(|request: &Received| {
+        if request.n == 1 {
+            vec![Act::Close]
+        } else {
+            vec![sse_head(), content("a"), usage(3, 1), done(), end()]
+        }
+    });
+    let base = start(script).await;
+    let endpoint = endpoint(&base, None, 2_000, 10_000);
+    let first = send(&endpoint, &prompt(), 8).await.record;
+    assert!(first.ok, "{first:?}");
+    let second = send(&endpoint, &prompt(), 8).await.record;
+    assert!(second.ok, "retried on a new connection: {second:?}");
+    // A server that closes every connection without answering still fails, once retried.
+    let base = start(script_closing_always()).await;
+    let record = send(&endpoint_for(&base), &prompt(), 8).await.record;
+    assert_eq!(record.error_kind, Some(FailureKind::Connect), "{record:?}");
+}
+
+fn script_closing_always() -> Script {
+    Arc::new(|_: &Received| vec![Act::Close])
+}
+
+fn endpoint_for(base: &str) -> Endpoint {
+    endpoint(base, None, 2_000, 10_000)
+}

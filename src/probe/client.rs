@@ -157,6 +157,7 @@ pub async fn send(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
 
 async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Measured {
     let mut retried_without_usage = false;
+    let mut retried_stale = false;
     loop {
         let include_usage = endpoint.stream && endpoint.usage_requested();
         let body = endpoint.api.body(
@@ -184,6 +185,13 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
                     fail(FailureKind::Timeout, "no response before the deadline"),
                     prompt,
                 )
+            }
+            Ok(Err(err)) if !retried_stale && stale_connection(&err) => {
+                // A kept-alive connection the server had already closed (llama.cpp closes
+                // every few requests without saying so): the request never reached it, so it
+                // is sent again, once, on a new connection, timed from the new send.
+                retried_stale = true;
+                continue;
             }
             Ok(Err(err)) => {
                 return failed(
@@ -223,6 +231,19 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
             read_whole(endpoint, response, start, deadline, prompt).await
         };
     }
+}
+
+/// Whether `err` is a pooled connection closed by the server before any byte of the response:
+/// hyper's "incomplete message" on a request that got no response at all.
+fn stale_connection(err: &reqwest::Error) -> bool {
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
+            return hyper.is_incomplete_message();
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// The error's description without anything that could carry a secret (reqwest puts the URL in
@@ -284,6 +305,7 @@ fn failed(start: Instant, failure: Failure, prompt: &Prompt) -> Measured {
             itl_max_s: None,
             itl_s: Vec::new(),
             streamed: true,
+            server: None,
         },
     }
 }
@@ -313,6 +335,7 @@ async fn read_stream(
     let mut usage = Usage::default();
     // Kept only when a local tokenizer may have to count it.
     let mut text = String::new();
+    let mut server_timings = None;
     let mut done = false;
     let mut end = start;
     let mut failure: Option<Failure> = None;
@@ -390,6 +413,9 @@ async fn read_stream(
                     format!("error in the stream: {}", clip(&error)),
                 ));
                 break 'reading;
+            }
+            if meaning.server_timings.is_some() {
+                server_timings = meaning.server_timings;
             }
             if let Some(reported) = meaning.usage {
                 // Running totals: the last report is the total.
@@ -480,6 +506,7 @@ async fn read_stream(
             itl_max_s: itl_max,
             itl_s: itl,
             streamed: true,
+            server: server_timings,
         },
     }
 }
@@ -558,6 +585,7 @@ async fn read_whole(
             record.output_tokens_from = output_from;
             record.input_tokens = input_tokens;
             record.input_tokens_from = input_from;
+            record.server = whole.server_timings;
             record.streamed = false;
             measured
         }

@@ -111,6 +111,9 @@ pub struct RequestRecord {
     pub itl_s: Vec<f64>,
     /// Streamed or not (a non-streaming request has E2E only).
     pub streamed: bool,
+    /// The server's own timing of this request, when it reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<super::api::ServerTimings>,
 }
 
 impl RequestRecord {

@@ -24,6 +24,18 @@ pub struct Usage {
     pub completion_tokens: Option<u32>,
 }
 
+/// A server's own account of where a request's time went (llama.cpp: `timings`; others later
+/// from headers). Seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct ServerTimings {
+    pub prompt_tokens: Option<u32>,
+    /// Prompt processing (prefill), excluding any wait for a slot.
+    pub prefill_s: Option<f64>,
+    pub decode_tokens: Option<u32>,
+    /// Generation, first token to last.
+    pub decode_s: Option<f64>,
+}
+
 /// What one stream event says, as far as timing and counting go.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventMeaning {
@@ -38,6 +50,8 @@ pub struct EventMeaning {
     /// when the server reports no usage.
     pub text: String,
     pub usage: Option<Usage>,
+    /// The server's own timing of the request, when it reports one (llama.cpp's `timings`).
+    pub server_timings: Option<ServerTimings>,
     /// An error the server put inside the stream.
     pub error: Option<String>,
     pub finish_reason: Option<String>,
@@ -47,6 +61,7 @@ pub struct EventMeaning {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WholeResponse {
     pub usage: Option<Usage>,
+    pub server_timings: Option<ServerTimings>,
     pub text_chars: usize,
     pub text: String,
 }

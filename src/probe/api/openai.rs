@@ -42,6 +42,12 @@ fn usage_of(value: &Value) -> Option<Usage> {
     })
 }
 
+fn timings_of(value: &Value) -> Option<super::ServerTimings> {
+    let timings: super::openai_chunk::TimingsBody =
+        serde_json::from_value(value.get("timings")?.clone()).ok()?;
+    Some(timings.seconds())
+}
+
 fn error_of(value: &Value) -> Option<String> {
     let error = value.get("error")?;
     if error.is_null() {
@@ -90,6 +96,7 @@ fn read_chunk(data: &str) -> Option<EventMeaning> {
             prompt_tokens: u.prompt_tokens.map(|v| v as u32),
             completion_tokens: u.completion_tokens.map(|v| v as u32),
         }),
+        server_timings: chunk.timings.as_ref().map(|t| t.seconds()),
         ..EventMeaning::default()
     };
     let add = |text: &Option<Text>, visible: bool, meaning: &mut EventMeaning| {
@@ -190,6 +197,7 @@ impl Api for OpenAiChat {
         }
         let mut whole = WholeResponse {
             usage: usage_of(&value),
+            server_timings: timings_of(&value),
             ..WholeResponse::default()
         };
         for choice in value
@@ -262,6 +270,7 @@ impl Api for OpenAiCompletions {
         }
         let mut whole = WholeResponse {
             usage: usage_of(&value),
+            server_timings: timings_of(&value),
             ..WholeResponse::default()
         };
         for choice in value
@@ -366,5 +375,29 @@ mod tests {
         let plain = OpenAiCompletions.body("m", &prompt, 8, true, false);
         assert!(plain.get("stream_options").is_none());
         assert_eq!(plain["prompt"], "hello");
+    }
+
+    #[test]
+    fn a_real_llama_cpp_stream_gives_usage_and_its_timings() {
+        use crate::probe::sse::SseDecoder;
+        let bytes = include_bytes!("../../../tests/fixtures/llamacpp/chat-stream.sse");
+        let mut decoder = SseDecoder::new();
+        let mut events = Vec::new();
+        decoder.feed(bytes, std::time::Instant::now(), &mut events);
+        let meanings: Vec<EventMeaning> = events
+            .iter()
+            .filter(|e| e.data.trim() != "[DONE]")
+            .map(|e| OpenAiChat.read_event(&e.data).unwrap())
+            .collect();
+        // llama.cpp opens with a role-only chunk (`content: null`): not a token.
+        assert!(!meanings[0].generated);
+        assert!(meanings[1].generated && meanings[1].visible);
+        let last = meanings.last().unwrap();
+        assert_eq!(last.usage.unwrap().completion_tokens, Some(32));
+        let timings = last.server_timings.unwrap();
+        assert_eq!(timings.prompt_tokens, Some(12));
+        assert!((timings.prefill_s.unwrap() - 0.125082).abs() < 1e-12);
+        assert_eq!(timings.decode_tokens, Some(32));
+        assert!((timings.decode_s.unwrap() - 0.36399).abs() < 1e-12);
     }
 }

@@ -19,6 +19,32 @@ pub struct Chunk<'a> {
     pub usage: Option<UsageBody>,
     #[serde(default)]
     pub error: Option<IgnoredAny>,
+    #[serde(default)]
+    pub timings: Option<TimingsBody>,
+}
+
+/// llama.cpp's per-request `timings` (milliseconds).
+#[derive(Debug, Deserialize)]
+pub struct TimingsBody {
+    #[serde(default)]
+    pub prompt_n: Option<u64>,
+    #[serde(default)]
+    pub prompt_ms: Option<f64>,
+    #[serde(default)]
+    pub predicted_n: Option<u64>,
+    #[serde(default)]
+    pub predicted_ms: Option<f64>,
+}
+
+impl TimingsBody {
+    pub fn seconds(&self) -> super::ServerTimings {
+        super::ServerTimings {
+            prompt_tokens: self.prompt_n.map(|n| n as u32),
+            prefill_s: self.prompt_ms.map(|ms| ms / 1e3),
+            decode_tokens: self.predicted_n.map(|n| n as u32),
+            decode_s: self.predicted_ms.map(|ms| ms / 1e3),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
