@@ -145,6 +145,7 @@ fn config(streams: u32) -> ProbeConfig {
     ProbeConfig {
         target: Target::Url { url: "stub".into() },
         api: "chat".into(),
+        api_template: None,
         served_model: "stub".into(),
         stream: true,
         layout: LayoutInfo {

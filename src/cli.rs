@@ -181,9 +181,15 @@ pub struct ProbeArgs {
     /// Continue an interrupted run from what its folder recorded (other flags are ignored)
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
-    /// API kind: chat or completions
-    #[arg(long, default_value = "chat", value_parser = ["chat", "completions"])]
+    /// API kind: chat, completions (OpenAI-compatible), tgi (/generate_stream), triton
+    /// (generate extension), kserve (v2 infer, no streaming), djl (SageMaker/DJL JSON, no
+    /// streaming), template (--api-template)
+    #[arg(long, default_value = "chat", value_parser = capplan::probe::api::ApiKind::NAMES)]
     pub api: String,
+    /// The request and response of `--api template`: a TOML file (path, body with {{prompt}},
+    /// {{max_tokens}}, {{model}}, {{batch}}; JSON Pointers output, output_tokens, …)
+    #[arg(long, value_name = "FILE.toml")]
+    pub api_template: Option<PathBuf>,
     /// Model name to send in requests [default: --model]
     #[arg(long)]
     pub served_model: Option<String>,
@@ -698,6 +704,16 @@ impl ProbeArgs {
         Ok(ProbeConfig {
             target,
             api: self.api.clone(),
+            api_template: match (&self.api_template, self.api.as_str()) {
+                (Some(path), _) => Some(capplan::probe::api::template::ApiTemplate::load(path)?),
+                (None, "template") => {
+                    return Err(capplan::InputError::value(
+                        "--api template needs --api-template FILE.toml",
+                    )
+                    .into())
+                }
+                (None, _) => None,
+            },
             served_model: self
                 .served_model
                 .clone()

@@ -41,6 +41,7 @@ fn config_at(model: &str, card: &str, tp: u32, ramp: Ramp, time_scale: f64) -> P
             faults: Vec::new(),
         },
         api: "chat".into(),
+        api_template: None,
         served_model: model.into(),
         stream: true,
         layout: LayoutInfo {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::api::{Api, Prompt, Usage};
+use super::api::{timings_from_headers, Api, Prompt, ServerTimings, StreamEnd, Usage};
 use super::record::{CountSource, FailureKind, Phase, RequestRecord};
 use super::sse::{SseDecoder, SseEvent};
 use crate::workload::tokens::LocalTokenizer;
@@ -115,7 +115,7 @@ impl Endpoint {
             Some((base, query)) => (base.trim_end_matches('/'), format!("?{query}")),
             None => (self.base.as_str(), String::new()),
         };
-        let path = self.api.path();
+        let path = self.api.path(&self.model, self.stream);
         // A base that already ends in /v1 must not become /v1/v1.
         let root = base.strip_suffix("/v1").unwrap_or(base);
         format!("{root}{path}{query}")
@@ -159,7 +159,8 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
     let mut retried_without_usage = false;
     let mut retried_stale = false;
     loop {
-        let include_usage = endpoint.stream && endpoint.usage_requested();
+        let include_usage =
+            endpoint.stream && endpoint.api.asks_for_usage() && endpoint.usage_requested();
         let body = endpoint.api.body(
             &endpoint.model,
             prompt,
@@ -225,11 +226,41 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
                 prompt,
             );
         }
-        return if endpoint.stream {
+        let headers = timings_from_headers(response.headers());
+        let mut measured = if endpoint.stream {
             read_stream(endpoint, response, start, deadline, prompt).await
         } else {
             read_whole(endpoint, response, start, deadline, prompt).await
         };
+        if let Some(headers) = headers {
+            with_header_timings(&mut measured.record, headers);
+        }
+        return measured;
+    }
+}
+
+/// Adds what the response headers said to a record: their timings where the body gave none,
+/// and their token counts where the body reported no usage (a count from headers is the
+/// server's own, as good as `usage`).
+fn with_header_timings(record: &mut RequestRecord, headers: ServerTimings) {
+    record.server = Some(record.server.unwrap_or_default().or(headers));
+    if !record.ok {
+        return;
+    }
+    if let (Some(tokens), false) = (
+        headers.decode_tokens,
+        record.output_tokens_from == CountSource::Usage,
+    ) {
+        record.output_tokens = tokens;
+        record.output_tokens_from = CountSource::Usage;
+        record.tpot_s = RequestRecord::tpot_of(record.e2e_s, record.ttft_s, tokens);
+    }
+    if let (Some(tokens), false) = (
+        headers.prompt_tokens,
+        record.input_tokens_from == CountSource::Usage,
+    ) {
+        record.input_tokens = tokens;
+        record.input_tokens_from = CountSource::Usage;
     }
 }
 
@@ -337,6 +368,9 @@ async fn read_stream(
     let mut text = String::new();
     let mut server_timings = None;
     let mut done = false;
+    let mut whole_events = 0usize;
+    let body_end_completes = endpoint.api.stream_end() == StreamEnd::BodyEnd;
+    let last_event_completes = endpoint.api.stream_end() == StreamEnd::LastEvent;
     let mut end = start;
     let mut failure: Option<Failure> = None;
 
@@ -376,7 +410,12 @@ async fn read_stream(
                 failure = Some(fail(FailureKind::Reset, transport_message(&err)));
                 break;
             }
-            Ok(None) => break,
+            Ok(None) => {
+                // A clean end of the body completes a stream only for APIs that end that way,
+                // and only after whole events (a cut one is truncated).
+                done = body_end_completes && whole_events > 0 && !decoder.has_partial();
+                break;
+            }
             Ok(Some(bytes)) => bytes,
         };
         let now = Instant::now();
@@ -385,6 +424,7 @@ async fn read_stream(
         events.clear();
         decoder.feed(&bytes, now, &mut events);
         for event in events.drain(..) {
+            whole_events += 1;
             if event.data.trim() == "[DONE]" {
                 done = true;
                 // Servers may keep the connection open after [DONE]; we are finished.
@@ -433,6 +473,10 @@ async fn read_stream(
             }
             if meaning.visible && first_visible.is_none() {
                 first_visible = Some(event.first_byte_at);
+            }
+            if meaning.last && last_event_completes {
+                done = true;
+                continue 'reading;
             }
         }
     }

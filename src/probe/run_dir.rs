@@ -72,12 +72,22 @@ fn header() -> Vec<String> {
     for kind in FailureKind::ALL {
         columns.push(format!("failures_{}", kind.name()));
     }
-    for metric in ["ttft", "tpot", "itl", "e2e", "e2e_per_token"] {
+    for metric in [
+        "ttft",
+        "tpot",
+        "itl",
+        "e2e",
+        "e2e_per_token",
+        "server_queue",
+        "server_compute",
+    ] {
         for stat in STAT_COLUMNS {
             columns.push(format!("{metric}_{stat}_s"));
         }
     }
     for tail in [
+        "input_tokens_mean",
+        "output_tokens_mean",
         "output_tok_per_s",
         "requests_per_s",
         "verdict",
@@ -135,10 +145,15 @@ pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
         &step.itl,
         &step.e2e,
         &step.e2e_per_token,
+        &step.server_queue,
+        &step.server_compute,
     ] {
         row.extend(stats(summary));
     }
+    let mean = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
     row.extend([
+        mean(step.input_tokens_mean),
+        mean(step.output_tokens_mean),
         format!("{:.3}", step.output_tokens_per_s),
         format!("{:.4}", step.requests_per_s),
         serde_json::to_value(step.verdict.verdict)

@@ -70,6 +70,17 @@ pub struct StepSummary {
     pub e2e: Option<Summary>,
     /// E2E ÷ output tokens (what GuideLLM calls TPOT).
     pub e2e_per_token: Option<Summary>,
+    /// The server's own account, where it gave one (timing headers, llama.cpp's `timings`):
+    /// time queued, and time computing (prefill + decode, or its inference time). Set beside
+    /// the client's E2E they split it as perf_analyzer does: client-side and network time is
+    /// what neither covers.
+    pub server_queue: Option<Summary>,
+    pub server_compute: Option<Summary>,
+    /// Mean prompt and output tokens of the level's successful requests, as counted (the
+    /// server's count where it reported one: chat templates and tags included, which is what
+    /// the engine processed and what calibration must use).
+    pub input_tokens_mean: Option<f64>,
+    pub output_tokens_mean: Option<f64>,
     pub output_tokens_per_s: f64,
     pub requests_per_s: f64,
     pub verdict: StepVerdict,
@@ -301,6 +312,14 @@ fn summarize(
         .filter(|r| r.output_tokens > 0)
         .map(|r| r.e2e_s / f64::from(r.output_tokens))
         .collect();
+    let server_queue: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| r.server.and_then(|t| t.queue_s))
+        .collect();
+    let server_compute: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| r.server.and_then(|t| t.compute_s()))
+        .collect();
     let mut by_kind: Vec<(FailureKind, usize)> = Vec::new();
     for kind in FailureKind::ALL {
         let n = counted
@@ -333,6 +352,10 @@ fn summarize(
         itl: Summary::of(&itls),
         e2e: Summary::of(&e2es),
         e2e_per_token: Summary::of(&per_token),
+        input_tokens_mean: mean_of(ok.iter().map(|r| f64::from(r.input_tokens))),
+        output_tokens_mean: mean_of(ok.iter().map(|r| f64::from(r.output_tokens))),
+        server_queue: Summary::of(&server_queue),
+        server_compute: Summary::of(&server_compute),
         output_tokens_per_s: tokens as f64 / window,
         requests_per_s: ok.len() as f64 / window,
         verdict,
@@ -341,4 +364,9 @@ fn summarize(
         server_seconds: wall,
         client,
     }
+}
+
+fn mean_of(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
 }

@@ -50,6 +50,16 @@ pub struct StepVerdict {
 }
 
 impl StepVerdict {
+    /// How close the step came to its limits: the largest estimate over its limit among the
+    /// latency checks (above 1 breaks the SLO); `None` without a latency check.
+    pub fn load(&self) -> Option<f64> {
+        self.checks
+            .iter()
+            .filter(|c| c.metric != "errors" && c.limit > 0.0 && c.estimate.is_finite())
+            .map(|c| c.estimate / c.limit)
+            .reduce(f64::max)
+    }
+
     /// `TTFT p90 1.2 s [1.1, 1.3] ≤ 3 s; …` for the failing or uncertain limits.
     pub fn explain(&self) -> String {
         self.checks

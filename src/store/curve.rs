@@ -56,21 +56,30 @@ impl MeasuredCurve {
     /// The workload the curve was measured with: the recorded lengths, else the levels' mean
     /// token counts (as fixed lengths); `None` when neither is known.
     pub fn workload(&self) -> Option<Workload> {
+        let mean = |pick: fn(&Level) -> Option<f64>| {
+            let values: Vec<f64> = self.levels.iter().filter_map(pick).collect();
+            (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        };
+        let fixed = |v: f64| TokenLengths::Fixed {
+            tokens: v.round().max(1.0) as u32,
+        };
+        // A fixed length asked for is replaced by the level's measured mean where there is one:
+        // a chat template and the probe's tag add tokens the engine processed (SmolLM2's
+        // template turns 64 asked prompt tokens into ~115), and a model stopping early gives
+        // fewer output tokens. Distributions are kept as asked.
+        let measured = |asked: &TokenLengths, pick: fn(&Level) -> Option<f64>| match asked {
+            TokenLengths::Fixed { .. } => mean(pick).map(fixed).unwrap_or_else(|| asked.clone()),
+            other => other.clone(),
+        };
         let (input_tokens, output_tokens) = match &self.lengths {
-            Some(lengths) => lengths.clone(),
-            None => {
-                let mean = |pick: fn(&Level) -> Option<f64>| {
-                    let values: Vec<f64> = self.levels.iter().filter_map(pick).collect();
-                    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-                };
-                let fixed = |v: f64| TokenLengths::Fixed {
-                    tokens: v.round().max(1.0) as u32,
-                };
-                (
-                    fixed(mean(|l| l.input_tokens_mean)?),
-                    fixed(mean(|l| l.output_tokens_mean)?),
-                )
-            }
+            Some((input, output)) => (
+                measured(input, |l| l.input_tokens_mean),
+                measured(output, |l| l.output_tokens_mean),
+            ),
+            None => (
+                fixed(mean(|l| l.input_tokens_mean)?),
+                fixed(mean(|l| l.output_tokens_mean)?),
+            ),
         };
         Some(Workload {
             input_tokens,

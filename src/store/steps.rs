@@ -260,7 +260,12 @@ fn column(name: &str) -> Column {
         "output_tokens_mean" => return Column::OutputTokensMean,
         // capplan's own steps.csv: bookkeeping that is not a measurement of the level.
         "step" | "verdict" | "stopped_early" | "sent" | "server_s" | "why" => return Column::Known,
-        _ if name.starts_with("failures_") || name.starts_with("client_") => return Column::Known,
+        _ if name.starts_with("failures_")
+            || name.starts_with("client_")
+            || name.starts_with("server_") =>
+        {
+            return Column::Known
+        }
         _ => {}
     }
     // Units per second: dividing (not multiplying by 1e-3) keeps 7100 ms exactly 7.1 s.

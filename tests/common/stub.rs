@@ -272,6 +272,21 @@ pub fn whole(status: u16, content_type: &str, body: &str) -> Act {
     )
 }
 
+/// A whole response with a `Content-Length` body and extra headers (`name: value` lines).
+pub fn whole_with(status: u16, content_type: &str, headers: &[(&str, &str)], body: &str) -> Act {
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    Act::Bytes(
+        format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
 pub fn wait_ms(ms: u64) -> Act {
     Act::Wait(Duration::from_millis(ms))
 }

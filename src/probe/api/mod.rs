@@ -1,12 +1,20 @@
-//! What differs between serving APIs: the request body and how to read a response. The probe's
-//! timing, load and search never look inside; a new API (TGI, KServe v2, a JSON template) is one
-//! more implementation of [`Api`].
+//! What differs between serving APIs: the path, the request body, how a stream ends and how to
+//! read a response. The probe's timing, load and search never look inside; each API kind is one
+//! implementation of [`Api`].
 
+pub mod djl;
+mod headers;
+pub mod kind;
 pub mod openai;
 mod openai_chunk;
+pub mod template;
+pub mod tgi;
+pub mod triton;
 
 use serde::Serialize;
 
+pub use headers::timings_from_headers;
+pub use kind::ApiKind;
 pub use openai::{OpenAiChat, OpenAiCompletions};
 
 /// The prompt of one request.
@@ -24,8 +32,8 @@ pub struct Usage {
     pub completion_tokens: Option<u32>,
 }
 
-/// A server's own account of where a request's time went (llama.cpp: `timings`; others later
-/// from headers). Seconds.
+/// A server's own account of where a request's time went: llama.cpp's `timings` in the body,
+/// TGI-style timing headers (`x-queue-time`, `x-inference-time`, …). Seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ServerTimings {
     pub prompt_tokens: Option<u32>,
@@ -34,6 +42,55 @@ pub struct ServerTimings {
     pub decode_tokens: Option<u32>,
     /// Generation, first token to last.
     pub decode_s: Option<f64>,
+    /// Waiting in the server's queue before its batch took the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_s: Option<f64>,
+    /// Prefill and decode together (TGI's `x-inference-time`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_s: Option<f64>,
+    /// The server's time per generated token (TGI's includes the prefill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_per_token_s: Option<f64>,
+    /// The server's whole handling of the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_s: Option<f64>,
+}
+
+impl ServerTimings {
+    /// Each field from `self`, else from `other`.
+    pub fn or(self, other: ServerTimings) -> ServerTimings {
+        ServerTimings {
+            prompt_tokens: self.prompt_tokens.or(other.prompt_tokens),
+            prefill_s: self.prefill_s.or(other.prefill_s),
+            decode_tokens: self.decode_tokens.or(other.decode_tokens),
+            decode_s: self.decode_s.or(other.decode_s),
+            queue_s: self.queue_s.or(other.queue_s),
+            inference_s: self.inference_s.or(other.inference_s),
+            time_per_token_s: self.time_per_token_s.or(other.time_per_token_s),
+            total_s: self.total_s.or(other.total_s),
+        }
+    }
+
+    /// Compute time: prefill + decode where both are known, else inference.
+    pub fn compute_s(&self) -> Option<f64> {
+        match (self.prefill_s, self.decode_s) {
+            (Some(prefill), Some(decode)) => Some(prefill + decode),
+            _ => self.inference_s,
+        }
+    }
+}
+
+/// How an API's stream says it is complete; a stream that stops any other way is truncated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// `data: [DONE]` (OpenAI).
+    DoneMarker,
+    /// An event the API reads as the last one ([`EventMeaning::last`]; TGI's carries
+    /// `generated_text`), or `[DONE]`.
+    LastEvent,
+    /// The body's clean end after at least one whole event (Triton's generate_stream closes
+    /// its chunked body; a cut connection is still an error).
+    BodyEnd,
 }
 
 /// What one stream event says, as far as timing and counting go.
@@ -55,6 +112,8 @@ pub struct EventMeaning {
     /// An error the server put inside the stream.
     pub error: Option<String>,
     pub finish_reason: Option<String>,
+    /// The API marks this event as the stream's last (see [`StreamEnd::LastEvent`]).
+    pub last: bool,
 }
 
 /// A whole (non-streaming) response.
@@ -69,8 +128,23 @@ pub struct WholeResponse {
 pub trait Api: Send + Sync {
     fn name(&self) -> &'static str;
 
-    /// Path under the base URL, e.g. `/v1/chat/completions`.
-    fn path(&self) -> &'static str;
+    /// Path under the base URL, e.g. `/v1/chat/completions`, `/v2/models/{model}/infer`.
+    fn path(&self, model: &str, stream: bool) -> String;
+
+    /// Whether the API can stream tokens (KServe v2 infer, DJL's JSON cannot: E2E only).
+    fn streams(&self) -> bool {
+        true
+    }
+
+    /// Whether `include_usage` means anything to it (OpenAI's `stream_options`): a server that
+    /// answers it with HTTP 400 is then asked again without it.
+    fn asks_for_usage(&self) -> bool {
+        false
+    }
+
+    fn stream_end(&self) -> StreamEnd {
+        StreamEnd::DoneMarker
+    }
 
     /// The JSON body asking for exactly `max_tokens` output tokens.
     fn body(

@@ -138,8 +138,12 @@ impl Api for OpenAiChat {
         "chat"
     }
 
-    fn path(&self) -> &'static str {
-        "/v1/chat/completions"
+    fn path(&self, _model: &str, _stream: bool) -> String {
+        "/v1/chat/completions".into()
+    }
+
+    fn asks_for_usage(&self) -> bool {
+        true
     }
 
     fn body(
@@ -221,8 +225,12 @@ impl Api for OpenAiCompletions {
         "completions"
     }
 
-    fn path(&self) -> &'static str {
-        "/v1/completions"
+    fn path(&self, _model: &str, _stream: bool) -> String {
+        "/v1/completions".into()
+    }
+
+    fn asks_for_usage(&self) -> bool {
+        true
     }
 
     fn body(

@@ -43,6 +43,7 @@ impl TimingsBody {
             prefill_s: self.prompt_ms.map(|ms| ms / 1e3),
             decode_tokens: self.predicted_n.map(|n| n as u32),
             decode_s: self.predicted_ms.map(|ms| ms / 1e3),
+            ..super::ServerTimings::default()
         }
     }
 }
