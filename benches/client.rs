@@ -146,6 +146,7 @@ fn config(streams: u32) -> ProbeConfig {
         target: Target::Url { url: "stub".into() },
         api: "chat".into(),
         api_template: None,
+        metrics_url: None,
         served_model: "stub".into(),
         stream: true,
         layout: LayoutInfo {

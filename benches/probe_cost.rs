@@ -147,6 +147,7 @@ fn main() {
                 },
                 api: "chat".into(),
                 api_template: None,
+                metrics_url: None,
                 served_model: model.name.clone(),
                 stream: true,
                 layout: LayoutInfo {

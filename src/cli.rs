@@ -190,6 +190,10 @@ pub struct ProbeArgs {
     /// {{max_tokens}}, {{model}}, {{batch}}; JSON Pointers output, output_tokens, …)
     #[arg(long, value_name = "FILE.toml")]
     pub api_template: Option<PathBuf>,
+    /// The server's Prometheus counters, scraped around each level [default: <url>/metrics;
+    /// Triton serves them on another port, e.g. http://host:8002/metrics]
+    #[arg(long, value_name = "URL")]
+    pub metrics_url: Option<String>,
     /// Model name to send in requests [default: --model]
     #[arg(long)]
     pub served_model: Option<String>,
@@ -704,6 +708,7 @@ impl ProbeArgs {
         Ok(ProbeConfig {
             target,
             api: self.api.clone(),
+            metrics_url: self.metrics_url.clone(),
             api_template: match (&self.api_template, self.api.as_str()) {
                 (Some(path), _) => Some(capplan::probe::api::template::ApiTemplate::load(path)?),
                 (None, "template") => {

@@ -145,3 +145,64 @@ async fn credentials_reach_the_server_and_no_file_or_output() {
     assert!(resumed.stderr.contains("--url"), "{}", resumed.stderr);
     assert!(!resumed.stderr.contains(PASSWORD));
 }
+
+/// The server's Prometheus counters are scraped around each level: against `capplan serve`
+/// (in-process, `--sim`) the engine's finished-request counter and busy time show up per level
+/// in steps.csv and run.json; a busy share is a fraction of the level's time.
+#[test]
+fn levels_carry_the_servers_scraped_counters() {
+    let out = common::scratch("scrape");
+    let run = common::capplan(&[
+        "probe",
+        "--sim",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--ttft",
+        "10s",
+        "--concurrency",
+        "2,4",
+        "--warmup",
+        "2",
+        "--window",
+        "20",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = common::json(&run);
+    for step in report["steps"].as_array().unwrap() {
+        let scraped = &step["server_metrics"];
+        assert_eq!(scraped["engine"], "capplan", "{step}");
+        // Every request the level sent finished inside the two scrapes (warm-up, counted, tail).
+        let finished = scraped["requests"].as_f64().unwrap();
+        let sent = step["sent"].as_f64().unwrap();
+        // (a previous level's cancelled tail may still finish on the server meanwhile).
+        assert!(
+            finished >= 20.0 && finished <= sent + 4.0,
+            "{finished} of {sent}"
+        );
+        let busy = scraped["busy_share"].as_f64().unwrap();
+        assert!(busy > 0.0 && busy <= 1.05, "busy share {busy}");
+    }
+    let dir = std::path::PathBuf::from(report["run_dir"].as_str().unwrap());
+    let steps = std::fs::read_to_string(dir.join("steps.csv")).unwrap();
+    assert!(steps.lines().next().unwrap().contains("metrics_busy_share"));
+    assert!(
+        steps.lines().nth(1).unwrap().contains(",capplan,"),
+        "{steps}"
+    );
+    let run_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(
+        run_json["server_timings"][0]["metrics"]["engine"],
+        "capplan"
+    );
+}

@@ -42,6 +42,7 @@ fn config_at(model: &str, card: &str, tp: u32, ramp: Ramp, time_scale: f64) -> P
         },
         api: "chat".into(),
         api_template: None,
+        metrics_url: None,
         served_model: model.into(),
         stream: true,
         layout: LayoutInfo {

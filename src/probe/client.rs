@@ -35,6 +35,10 @@ pub struct Endpoint {
     client: reqwest::Client,
     /// Counts tokens when the server reports no usage.
     tokenizer: Option<Arc<LocalTokenizer>>,
+    /// Where the server's Prometheus counters are (`--metrics-url`, default `<base>/metrics`).
+    metrics_url: Option<String>,
+    /// Cleared after a scrape fails (no `/metrics`, not Prometheus text): not asked again.
+    metrics_alive: AtomicBool,
 }
 
 impl Endpoint {
@@ -67,7 +71,46 @@ impl Endpoint {
             idle_timeout,
             client,
             tokenizer: None,
+            metrics_url: None,
+            metrics_alive: AtomicBool::new(true),
         })
+    }
+
+    /// Scrapes the server's counters at `url` (`None`: `<base>/metrics`).
+    pub fn with_metrics_url(mut self, url: Option<String>) -> Endpoint {
+        self.metrics_url = url;
+        self
+    }
+
+    /// The server's Prometheus counters now, or `None` (no endpoint, an error, a timeout of
+    /// 5 s; after one failure the server is not asked again).
+    pub async fn scrape(&self) -> Option<super::metrics::Scrape> {
+        if !self.metrics_alive.load(Ordering::Relaxed) {
+            return None;
+        }
+        let url = match &self.metrics_url {
+            Some(url) => url.clone(),
+            None => {
+                let base = self.base.split('?').next().unwrap_or(&self.base);
+                let root = base.trim_end_matches('/');
+                format!("{}/metrics", root.strip_suffix("/v1").unwrap_or(root))
+            }
+        };
+        let mut request = self.client.get(url).timeout(Duration::from_secs(5));
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let text = match request.send().await {
+            Ok(response) if response.status().is_success() => response.text().await.ok(),
+            _ => None,
+        };
+        let scrape = text
+            .map(|t| super::metrics::Scrape::parse(&t))
+            .filter(|s| !s.is_empty());
+        if scrape.is_none() {
+            self.metrics_alive.store(false, Ordering::Relaxed);
+        }
+        scrape
     }
 
     /// Counts tokens with `tokenizer` where the server reports no usage.

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod client;
+pub mod metrics;
 pub mod parquet;
 pub mod prompts;
 pub mod record;

@@ -83,6 +83,9 @@ pub struct ProbeConfig {
     pub idle_timeout_s: f64,
     /// The environment variable holding the API key (the key itself is never stored).
     pub api_key_env: Option<String>,
+    /// Where the server's Prometheus counters are; `None`: `<base>/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
     /// A local `tokenizer.json` that counts tokens when the server reports no usage.
     #[serde(default)]
     pub tokenizer: Option<PathBuf>,
@@ -189,11 +192,14 @@ fn run_json(config: &ProbeConfig, status: &str, report: Option<&ProbeReport>) ->
         let server: Vec<serde_json::Value> = report
             .steps
             .iter()
-            .filter(|s| s.server_queue.is_some() || s.server_compute.is_some())
+            .filter(|s| {
+                s.server_queue.is_some() || s.server_compute.is_some() || s.server_metrics.is_some()
+            })
             .map(|s| {
                 serde_json::json!({
                     "step": s.step, "concurrency": s.concurrency,
                     "queue": s.server_queue, "compute": s.server_compute,
+                    "metrics": s.server_metrics,
                     "client_e2e": s.e2e,
                 })
             })
@@ -243,6 +249,7 @@ pub async fn run_probe(
         Duration::from_secs_f64(config.idle_timeout_s),
         max_concurrency as usize,
     )?
+    .with_metrics_url(config.metrics_url.clone())
     .with_tokenizer(match &config.tokenizer {
         Some(path) => Some(Arc::new(LocalTokenizer::load(path)?)),
         None => None,

@@ -86,6 +86,12 @@ fn header() -> Vec<String> {
         }
     }
     for tail in [
+        "metrics_engine",
+        "metrics_queue_mean_s",
+        "metrics_prefill_mean_s",
+        "metrics_decode_mean_s",
+        "metrics_compute_mean_s",
+        "metrics_busy_share",
         "input_tokens_mean",
         "output_tokens_mean",
         "output_tok_per_s",
@@ -151,7 +157,18 @@ pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
         row.extend(stats(summary));
     }
     let mean = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
+    let scraped = step.server_metrics.clone().unwrap_or_default();
+    let seconds = |v: Option<f64>| v.map(|v| format!("{v:.6}")).unwrap_or_default();
     row.extend([
+        scraped.engine.clone(),
+        seconds(scraped.queue_mean_s),
+        seconds(scraped.prefill_mean_s),
+        seconds(scraped.decode_mean_s),
+        seconds(scraped.compute_mean_s),
+        scraped
+            .busy_share
+            .map(|v| format!("{v:.4}"))
+            .unwrap_or_default(),
         mean(step.input_tokens_mean),
         mean(step.output_tokens_mean),
         format!("{:.3}", step.output_tokens_per_s),

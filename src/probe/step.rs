@@ -16,6 +16,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, Notify};
 
 use super::client::{send, Endpoint};
+use super::metrics::{self, MetricsSplit};
 use super::prompts::PromptSource;
 use super::record::{FailureKind, Phase, RequestRecord};
 use super::selfcheck::{ClientCheck, Watch};
@@ -76,6 +77,8 @@ pub struct StepSummary {
     /// what neither covers.
     pub server_queue: Option<Summary>,
     pub server_compute: Option<Summary>,
+    /// What the server's `/metrics` counters say about the step, where it exports known ones.
+    pub server_metrics: Option<MetricsSplit>,
     /// Mean prompt and output tokens of the level's successful requests, as counted (the
     /// server's count where it reported one: chat templates and tags included, which is what
     /// the engine processed and what calibration must use).
@@ -106,6 +109,8 @@ impl Drop for Workers {
 
 /// Runs one step and judges it.
 pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
+    // The server's counters before the load starts and after it ends (see `metrics`).
+    let scraped = ctx.endpoint.scrape().await.map(|s| (s, Instant::now()));
     let watch = Watch::start();
     let started = Instant::now();
     let next = Arc::new(AtomicU64::new(0));
@@ -226,16 +231,24 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         sent += 1;
     }
     let verdict = verdict.unwrap_or_else(|| judge_records(&counted, ctx));
-    summarize(
+    let client = watch.finish();
+    let mut summary = summarize(
         spec,
         counted,
         verdict,
         stopped_early,
         sent,
         started.elapsed().as_secs_f64(),
-        watch.finish(),
+        client,
         ctx,
-    )
+    );
+    if let Some((before, at)) = scraped {
+        if let Some(after) = ctx.endpoint.scrape().await {
+            let wall = at.elapsed().as_secs_f64() * ctx.time_scale;
+            summary.server_metrics = metrics::split(&before, &after, wall, sent);
+        }
+    }
+    summary
 }
 
 /// Takes one counted slot if any is left under the target.
@@ -354,6 +367,7 @@ fn summarize(
         e2e_per_token: Summary::of(&per_token),
         input_tokens_mean: mean_of(ok.iter().map(|r| f64::from(r.input_tokens))),
         output_tokens_mean: mean_of(ok.iter().map(|r| f64::from(r.output_tokens))),
+        server_metrics: None,
         server_queue: Summary::of(&server_queue),
         server_compute: Summary::of(&server_compute),
         output_tokens_per_s: tokens as f64 / window,

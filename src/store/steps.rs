@@ -262,7 +262,8 @@ fn column(name: &str) -> Column {
         "step" | "verdict" | "stopped_early" | "sent" | "server_s" | "why" => return Column::Known,
         _ if name.starts_with("failures_")
             || name.starts_with("client_")
-            || name.starts_with("server_") =>
+            || name.starts_with("server_")
+            || name.starts_with("metrics_") =>
         {
             return Column::Known
         }

@@ -103,9 +103,39 @@ impl FromStr for ThinkTime {
         let invalid = || {
             InputError::value(format!(
                 "think time '{text}' must be a duration of 0 or more (2s), a range from low to \
-                 high (1s..3s) or an exponential mean (exp:2s)"
+                 high (1s..3s), an exponential mean (exp:2s), or Locust's between(1, 5) or \
+                 constant(2) in seconds"
             ))
         };
+        // Locust's wait_time forms, in seconds: between(1, 5) and constant(2).
+        let call = |name: &str| {
+            text.trim()
+                .strip_prefix(name)
+                .and_then(|rest| rest.trim().strip_prefix('('))
+                .and_then(|rest| rest.trim().strip_suffix(')'))
+                .map(|args| {
+                    args.split(',')
+                        .map(|a| a.trim().parse::<f64>().ok().filter(|v| v.is_finite()))
+                        .collect::<Option<Vec<f64>>>()
+                })
+        };
+        if let Some(args) = call("between") {
+            return match args.as_deref() {
+                Some(&[low_s, high_s]) if low_s >= 0.0 && high_s >= low_s => {
+                    uniform(low_s, high_s).map_err(|_| invalid())
+                }
+                _ => Err(invalid()),
+            };
+        }
+        if let Some(args) = call("constant") {
+            return match args.as_deref() {
+                Some(&[seconds]) if seconds >= 0.0 => Ok(ThinkTime::fixed(seconds)),
+                _ => Err(invalid()),
+            };
+        }
+        if text.trim().starts_with("between") || text.trim().starts_with("constant") {
+            return Err(invalid());
+        }
         if let Some(mean) = text.trim().strip_prefix("exp:") {
             let mean_s = parse_seconds(mean)?;
             if mean_s <= 0.0 {
@@ -179,6 +209,35 @@ mod tests {
         assert!(ThinkTime::parse_table_seconds("soon").is_err());
         assert!(range.same_mean(&ThinkTime::fixed(2.0)));
         assert!(!range.same_mean(&ThinkTime::NONE));
+    }
+
+    #[test]
+    fn reads_locusts_wait_time_forms() {
+        assert_eq!(
+            "between(1, 5)".parse::<ThinkTime>().unwrap(),
+            ThinkTime::Uniform {
+                min_s: 1.0,
+                max_s: 5.0
+            }
+        );
+        assert_eq!(
+            " between( 0.5 ,0.5 ) ".parse::<ThinkTime>().unwrap(),
+            ThinkTime::fixed(0.5)
+        );
+        assert_eq!(
+            "constant(2)".parse::<ThinkTime>().unwrap(),
+            ThinkTime::fixed(2.0)
+        );
+        for bad in [
+            "between(5, 1)",
+            "between(1)",
+            "between(a, b)",
+            "constant(-1)",
+            "between(1, 5",
+        ] {
+            let err = bad.parse::<ThinkTime>().unwrap_err().to_string();
+            assert!(err.contains("between(1, 5)"), "{bad}: {err}");
+        }
     }
 
     #[test]
