@@ -212,8 +212,9 @@ pub struct ProbeArgs {
     pub cards_per_node: Option<u32>,
     #[arg(long, default_value_t = 1)]
     pub instances_per_node: u32,
-    /// Time-to-first-token limit, e.g. 3s, 800ms
-    #[arg(long, value_parser = parse_limit, value_name = "DUR", required_unless_present = "resume")]
+    /// Time-to-first-token limit, e.g. 3s, 800ms (may be left out when --e2e is the limit:
+    /// a latency-only SLO, e.g. --e2e 50ms --percentile p99 for an image service)
+    #[arg(long, value_parser = parse_limit, value_name = "DUR", required_unless_present_any = ["resume", "e2e"])]
     pub ttft: Option<f64>,
     /// Time-per-output-token limit, e.g. 100ms
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]

@@ -478,3 +478,98 @@ async fn probe_cli_reports_the_servers_timings_per_level() {
 fn close(value: Option<f64>, want: f64) -> bool {
     value.is_some_and(|v| (v - want).abs() <= 1e-6 * want.abs().max(1.0))
 }
+
+/// A latency-only SLO (no TTFT limit) on a whole-response API, DJL-like: users pausing
+/// between(1, 5) s as in the Locust report would be the think time; here back to back to keep
+/// the test short. Requests past the timeout count as failures (not as latency), so a server
+/// that answers slowly for some requests fails on its error rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_only_slo_on_a_whole_response_api() {
+    let script: Script = Arc::new(|received: &Received| {
+        // Every fifth request hangs past the client's timeout.
+        if received.n % 5 == 4 {
+            return vec![Act::Hang];
+        }
+        vec![
+            wait_ms(20),
+            whole_with(
+                200,
+                "application/json",
+                &[],
+                r#"{"generated_text":"ok","details":{"finish_reason":"length","generated_tokens":2}}"#,
+            ),
+        ]
+    });
+    let base = start(script).await;
+    let out = common::scratch("probe-latency-only");
+    let args: Vec<String> = [
+        "probe",
+        "--url",
+        &base,
+        "--api",
+        "djl",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "L4",
+        "--e2e",
+        "500ms",
+        "--percentile",
+        "p90",
+        "--concurrency",
+        "2",
+        "--warmup",
+        "2",
+        "--window",
+        "60",
+        "--timeout",
+        "300ms",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::capplan(&args)
+    })
+    .await
+    .unwrap();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = common::json(&run);
+    assert_eq!(report["config"]["slo"]["ttft_s"], serde_json::Value::Null);
+    let step = &report["steps"][0];
+    // A fifth of the requests timed out: failures by kind, not latencies.
+    let timeouts = step["failures_by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k[0] == "timeout")
+        .and_then(|k| k[1].as_u64())
+        .unwrap_or(0);
+    let requests = step["requests"].as_u64().unwrap();
+    assert!(
+        timeouts * 10 >= requests,
+        "{timeouts} timeouts of {requests}"
+    );
+    let e2e_max = step["e2e"]["p99"].as_f64().unwrap();
+    assert!(
+        e2e_max < 0.3,
+        "timed-out requests are not latencies: p99 {e2e_max}"
+    );
+    // The error budget (1 %) fails the level; E2E alone would have passed.
+    assert_eq!(report["result"]["c_star"], 0, "{}", report["limit"]);
+    assert!(
+        report["limit"].as_str().unwrap().contains("errors"),
+        "{}",
+        report["limit"]
+    );
+    assert!(!report["limit"].as_str().unwrap().contains("TTFT"));
+}

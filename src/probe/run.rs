@@ -364,9 +364,11 @@ pub async fn run_probe(
             "resumed: {replayed} step(s) replayed from steps.csv"
         ));
     }
-    if !config.stream {
+    if !config.stream && config.slo.ttft_s.is_finite() {
         notes
             .push("non-streaming: TTFT is not observable; the TTFT limit was judged on E2E".into());
+    } else if !config.stream {
+        notes.push("non-streaming: E2E and token counts only".into());
     }
     if time_scale != 1.0 {
         notes.push(format!(

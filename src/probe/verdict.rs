@@ -199,7 +199,12 @@ pub fn judge(
     e2e_limit: Option<f64>,
     max_error_rate: f64,
 ) -> StepVerdict {
-    let mut checks = vec![check("TTFT", samples.ttfts, slo.percentile, slo.ttft_s)];
+    // A latency-only SLO (an image service, a non-streaming API judged on E2E) has no TTFT
+    // limit: no check, rather than one that can only be inconclusive on few samples.
+    let mut checks = Vec::new();
+    if slo.ttft_s.is_finite() {
+        checks.push(check("TTFT", samples.ttfts, slo.percentile, slo.ttft_s));
+    }
     if let Some(limit) = slo.tpot_s {
         checks.push(check("TPOT", samples.tpots, slo.percentile, limit));
     }

@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 pub use duration::{format_seconds, parse_positive_seconds, parse_seconds};
 pub use percentile::Percentile;
 
-/// Latency limits a serving instance must meet: TTFT always, TPOT when given, both at one
-/// statistic (`percentile`).
+/// Latency limits a serving instance must meet: TTFT (infinite when only E2E is limited, as
+/// for an image service), TPOT when given, both at one statistic (`percentile`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Slo {
+    /// `null` in JSON when there is no TTFT limit.
+    #[serde(with = "no_limit_is_null")]
     pub ttft_s: f64,
     pub tpot_s: Option<f64>,
     pub percentile: Percentile,
@@ -59,18 +61,57 @@ impl Slo {
 
     /// `TTFT ≤ 3.15 s, TPOT ≤ 100 ms (mean)`.
     pub fn describe(&self) -> String {
-        let mut text = format!("TTFT ≤ {}", format_seconds(self.ttft_s));
-        if let Some(tpot) = self.tpot_s {
-            text.push_str(&format!(", TPOT ≤ {}", format_seconds(tpot)));
+        let mut limits = Vec::new();
+        if self.ttft_s.is_finite() {
+            limits.push(format!("TTFT ≤ {}", format_seconds(self.ttft_s)));
         }
-        text.push_str(&format!(" ({})", self.percentile));
-        text
+        if let Some(tpot) = self.tpot_s {
+            limits.push(format!("TPOT ≤ {}", format_seconds(tpot)));
+        }
+        if limits.is_empty() {
+            limits.push("no TTFT or TPOT limit".into());
+        }
+        format!("{} ({})", limits.join(", "), self.percentile)
+    }
+}
+
+/// An infinite limit (none) as JSON `null` and back: JSON has no infinity.
+mod no_limit_is_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        if value.is_finite() {
+            serializer.serialize_f64(*value)
+        } else {
+            serializer.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_ttft_limit_round_trips_through_json() {
+        let latency_only = Slo {
+            ttft_s: f64::INFINITY,
+            tpot_s: None,
+            percentile: Percentile::P(99.0),
+        };
+        let json = serde_json::to_string(&latency_only).unwrap();
+        assert!(json.contains("\"ttft_s\":null"), "{json}");
+        let back: Slo = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, latency_only);
+        assert_eq!(latency_only.describe(), "no TTFT or TPOT limit (p99)");
+        let both: Slo =
+            serde_json::from_str(r#"{"ttft_s":3.0,"tpot_s":0.1,"percentile":"mean"}"#).unwrap();
+        assert_eq!(both.describe(), "TTFT ≤ 3 s, TPOT ≤ 100 ms (mean)");
+    }
 
     fn slo(ttft: f64, tpot: Option<f64>, percentile: Percentile) -> Slo {
         Slo {
