@@ -90,11 +90,8 @@ impl Endpoint {
         }
         let url = match &self.metrics_url {
             Some(url) => url.clone(),
-            None => {
-                let base = self.base.split('?').next().unwrap_or(&self.base);
-                let root = base.trim_end_matches('/');
-                format!("{}/metrics", root.strip_suffix("/v1").unwrap_or(root))
-            }
+            // The query (an API version, a key) belongs to the API's path, not to /metrics.
+            None => format!("{}/metrics", self.root_and_query().0),
         };
         let mut request = self.client.get(url).timeout(Duration::from_secs(5));
         if let Some(key) = &self.api_key {
@@ -154,14 +151,20 @@ impl Endpoint {
     /// The API's path appended to the base URL's path; a query string on the base (Azure's
     /// `?api-version=…`, a key) stays at the end.
     fn url(&self) -> String {
-        let (base, query) = match self.base.split_once('?') {
-            Some((base, query)) => (base.trim_end_matches('/'), format!("?{query}")),
-            None => (self.base.as_str(), String::new()),
-        };
+        let (root, query) = self.root_and_query();
         let path = self.api.path(&self.model, self.stream);
-        // A base that already ends in /v1 must not become /v1/v1.
-        let root = base.strip_suffix("/v1").unwrap_or(base);
         format!("{root}{path}{query}")
+    }
+
+    /// The base URL without a trailing `/v1` (so a base ending in /v1 does not become /v1/v1),
+    /// and its query string (`?…`, or empty).
+    fn root_and_query(&self) -> (&str, &str) {
+        let (base, query) = match self.base.find('?') {
+            Some(at) => self.base.split_at(at),
+            None => (self.base.as_str(), ""),
+        };
+        let base = base.trim_end_matches('/');
+        (base.strip_suffix("/v1").unwrap_or(base), query)
     }
 }
 

@@ -191,8 +191,7 @@ impl Api for ApiTemplate {
     }
 
     fn read_whole(&self, body: &[u8]) -> Result<WholeResponse, String> {
-        let value: Value =
-            serde_json::from_slice(body).map_err(|err| format!("body is not JSON ({err})"))?;
+        let value = super::tgi::parse(body)?;
         if let Some(error) = self.error_in(&value) {
             return Err(error);
         }

@@ -9,7 +9,8 @@ use super::{Api, EventMeaning, Prompt, StreamEnd, Usage, WholeResponse};
 /// TGI's `/generate` and `/generate_stream`.
 pub struct TgiGenerate;
 
-/// `{"error": "...", "error_type": "..."}`, TGI's error object (also DJL's).
+/// `{"error": "...", "error_type": "..."}`, TGI's error object (also DJL's, and the v2
+/// protocol's `{"error": "..."}` for Triton and KServe).
 pub(super) fn error_of(value: &Value) -> Option<String> {
     match value.get("error")? {
         Value::Null => None,

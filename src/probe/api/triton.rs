@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use super::tgi::parse;
+use super::tgi::{error_of, parse};
 use super::{Api, EventMeaning, Prompt, StreamEnd, WholeResponse};
 
 /// Triton's generate extension.
@@ -15,15 +15,6 @@ pub struct TritonGenerate;
 
 /// KServe v2 / Triton `infer` with a BYTES prompt tensor.
 pub struct KServeInfer;
-
-/// `{"error": "..."}`, the protocol's error object.
-fn error_of(value: &Value) -> Option<String> {
-    value.get("error").and_then(|e| match e {
-        Value::Null => None,
-        Value::String(text) => Some(text.clone()),
-        other => Some(other.to_string()),
-    })
-}
 
 fn text_output(value: &Value) -> Option<&str> {
     value.get("text_output").and_then(Value::as_str)
