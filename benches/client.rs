@@ -143,7 +143,10 @@ async fn measure(base: &str, streams: u32) {
 fn config(streams: u32) -> ProbeConfig {
     let c = streams as usize;
     ProbeConfig {
-        target: Target::Url { url: "stub".into() },
+        target: Target::Url {
+            url: "stub".into(),
+            time_scale: 1.0,
+        },
         api: "chat".into(),
         api_template: None,
         metrics_url: None,
@@ -155,12 +158,14 @@ fn config(streams: u32) -> ProbeConfig {
             tp: 1,
             cards_per_node: None,
             instances_per_node: 1,
+            instances_per_card: 1,
             interconnect: "pcie".into(),
         },
         slo: Slo {
             ttft_s: 60.0,
             tpot_s: None,
             percentile: Percentile::P(90.0),
+            e2e_s: None,
         },
         e2e_limit_s: None,
         max_error_rate: 1.0,
@@ -183,6 +188,7 @@ fn config(streams: u32) -> ProbeConfig {
         api_key_env: None,
         tokenizer: None,
         seed: 1,
+        load: Default::default(),
         command: vec!["bench".into()],
     }
 }

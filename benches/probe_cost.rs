@@ -38,6 +38,7 @@ fn slo() -> Slo {
         ttft_s: 2.0,
         tpot_s: Some(0.1),
         percentile: Percentile::P(90.0),
+        e2e_s: None,
     }
 }
 
@@ -156,6 +157,7 @@ fn main() {
                     tp,
                     cards_per_node: None,
                     instances_per_node: 1,
+                    instances_per_card: 1,
                     interconnect: card.interconnect.clone(),
                 },
                 slo: slo(),
@@ -178,6 +180,7 @@ fn main() {
                 api_key_env: None,
                 tokenizer: None,
                 seed: 1,
+                load: Default::default(),
                 command: vec!["bench".into()],
             };
             let report = run_probe(

@@ -29,6 +29,7 @@ fn predict_times() {
             ttft_s: 2.0,
             tpot_s: Some(0.05),
             percentile: Percentile::P(90.0),
+            e2e_s: None,
         },
     );
     let mut times = Vec::new();

@@ -19,6 +19,7 @@ fn main() {
         ttft_s: 3.15,
         tpot_s: Some(0.1),
         percentile: Percentile::Mean,
+        e2e_s: None,
     };
     for model in &catalog.models {
         for card in &catalog.cards {
@@ -32,6 +33,7 @@ fn main() {
                     interconnect: card.interconnect.clone(),
                     cards_per_node: None,
                     instances_per_node: None,
+                    instances_per_card: 1,
                     tp,
                     users_per_instance: 10.0 * f64::from(tp),
                     slo,

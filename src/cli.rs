@@ -10,7 +10,7 @@ use capplan::plan::cost::CostAssumptions;
 use capplan::plan::scenario::{read_scenario, Scenario};
 use capplan::plan::{Demand, SolveRequest};
 use capplan::probe::redact::{redact_command, redact_url};
-use capplan::probe::run::{Input, LayoutInfo, ProbeConfig, Target};
+use capplan::probe::run::{Input, LayoutInfo, LoadShape, ProbeConfig, Target};
 use capplan::probe::search::Ramp;
 use capplan::report::hardware::Section;
 use capplan::report::Format;
@@ -212,6 +212,10 @@ pub struct ProbeArgs {
     pub cards_per_node: Option<u32>,
     #[arg(long, default_value_t = 1)]
     pub instances_per_node: u32,
+    /// Instances sharing one card behind --url (e.g. two server processes on one GPU, load
+    /// balanced); needs --tp 1. C* is then divided among them for capacity points
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub instances_per_card: u32,
     /// Time-to-first-token limit, e.g. 3s, 800ms (may be left out when --e2e is the limit:
     /// a latency-only SLO, e.g. --e2e 50ms --percentile p99 for an image service)
     #[arg(long, value_parser = parse_limit, value_name = "DUR", required_unless_present_any = ["resume", "e2e"])]
@@ -289,6 +293,34 @@ pub struct ProbeArgs {
     /// Exit with code 3 when C* is below N (a CI gate)
     #[arg(long, value_name = "N")]
     pub require_users: Option<u32>,
+    /// With --url: the server runs F times faster than real time (`capplan serve
+    /// --time-scale F`, a scaled stub); think times and timeouts are divided by F, measured
+    /// times multiplied, so the run reads in the server's seconds
+    #[arg(long, default_value_t = 1.0, value_parser = parse_scale, conflicts_with = "sim")]
+    pub time_scale: f64,
+    /// Each user sends N requests per level, then stops (Locust's per-user budget); prompts
+    /// come from one shared queue. The level counts every request after the warm-up
+    #[arg(long, value_name = "N")]
+    pub requests_per_user: Option<usize>,
+    /// Start R users per second (Locust's spawn rate) [default: all at once]; requests before
+    /// the last user started are warm-up
+    #[arg(long, value_name = "R", value_parser = parse_spawn_rate)]
+    pub spawn_rate: Option<f64>,
+    /// perf_analyzer's stability rule: measure windows of --window requests until the last
+    /// three agree within this share on throughput and on the percentile's latency, e.g. 10%
+    #[arg(long, value_parser = parse_share, value_name = "SHARE")]
+    pub stability: Option<f64>,
+    /// Items per request at every level (`{{batch}}`/`{{prompts}}` of --api template)
+    #[arg(long, value_name = "N", conflicts_with = "batch_sizes")]
+    pub batch_size: Option<u32>,
+    /// Sweep batch sizes at one --concurrency and report the knee (the batch after which
+    /// latency per item jumps), e.g. 1,2,4,8,16,32
+    #[arg(long, value_delimiter = ',', value_name = "B,...")]
+    pub batch_sizes: Vec<u32>,
+    /// A knee is a rise in latency per item of at least this share over the cheapest batch
+    /// so far
+    #[arg(long, default_value = "5%", value_parser = parse_share, value_name = "SHARE")]
+    pub knee_jump: f64,
 }
 
 /// One serving instance: a model on TP cards, linked as in a node shape.
@@ -485,6 +517,11 @@ pub struct SolveArgs {
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub tpot: Option<f64>,
 
+    /// End-to-end latency limit per request, e.g. 200ms; alone (without --ttft) for a service
+    /// that is not a token stream, such as an image classifier
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub e2e: Option<f64>,
+
     /// Statistic the limits apply to: mean, p50, p90, p95, p99 [default: p90]
     #[arg(long, value_parser = parse_input::<Percentile>)]
     pub percentile: Option<Percentile>,
@@ -678,6 +715,7 @@ impl ProbeArgs {
         let target = match (&self.url, self.sim) {
             (Some(url), _) => Target::Url {
                 url: redact_url(url),
+                time_scale: self.time_scale,
             },
             (None, _) => Target::Sim {
                 time_scale: self.sim_time_scale,
@@ -731,12 +769,14 @@ impl ProbeArgs {
                 tp: self.tp,
                 cards_per_node: self.cards_per_node,
                 instances_per_node: self.instances_per_node,
+                instances_per_card: self.instances_per_card,
                 interconnect,
             },
             slo: Slo {
                 ttft_s: self.ttft.unwrap_or(f64::INFINITY),
                 tpot_s: self.tpot,
                 percentile: self.percentile,
+                e2e_s: None,
             },
             e2e_limit_s: self.e2e,
             max_error_rate: self.max_error_rate,
@@ -751,6 +791,14 @@ impl ProbeArgs {
             api_key_env: self.api_key_env.clone(),
             tokenizer: self.tokenizer.clone(),
             seed: self.seed,
+            load: LoadShape {
+                requests_per_user: self.requests_per_user,
+                spawn_rate: self.spawn_rate,
+                stability: self.stability,
+                batch: self.batch_size,
+                batch_sizes: self.batch_sizes.clone(),
+                knee_jump: (!self.batch_sizes.is_empty()).then_some(self.knee_jump),
+            },
             command: redact_command(std::env::args()),
         })
     }
@@ -762,6 +810,7 @@ impl SloArgs {
             ttft_s: self.ttft,
             tpot_s: self.tpot,
             percentile: self.percentile,
+            e2e_s: None,
         }
     }
 }
@@ -796,11 +845,17 @@ impl SolveArgs {
                 ))
             }
         };
-        let ttft_s = self.ttft.or(from.ttft_s).ok_or_else(|| {
-            capplan::InputError::value(
-                "no TTFT limit: give --ttft, e.g. --ttft 3s (or [slo] ttft in a scenario)",
-            )
-        })?;
+        let e2e_s = self.e2e.or(from.e2e_s);
+        let ttft_s =
+            match (self.ttft.or(from.ttft_s), e2e_s) {
+                (Some(ttft), _) => ttft,
+                // A latency-only SLO (an image service): no TTFT limit.
+                (None, Some(_)) => f64::INFINITY,
+                (None, None) => return Err(capplan::InputError::value(
+                    "no latency limit: give --ttft, e.g. --ttft 3s, or --e2e for a service that \
+                     does not stream tokens (or [slo] ttft / e2e in a scenario)",
+                )),
+            };
         let slo = Slo {
             ttft_s,
             tpot_s: self.tpot.or(from.tpot_s),
@@ -808,6 +863,7 @@ impl SolveArgs {
                 .percentile
                 .or(from.percentile)
                 .unwrap_or(Percentile::P(90.0)),
+            e2e_s,
         };
         let think_time = self.think_time.or(from.think_time);
         let pick = |flag: &Vec<String>, file: &Vec<String>| {
@@ -945,6 +1001,15 @@ fn parse_share(text: &str) -> Result<f64, String> {
     match value {
         Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
         _ => Err(format!("expected a share such as 5% or 0.05, got '{text}'")),
+    }
+}
+
+fn parse_spawn_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
+        _ => Err(format!(
+            "expected users per second above 0 (e.g. 2 or 0.5), got '{text}'"
+        )),
     }
 }
 

@@ -183,14 +183,14 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 let (url, _server) = match (&config.target, &args.url) {
                     // The URL as typed (run.json keeps it without credentials).
                     (Target::Url { .. }, Some(typed)) => (typed.clone(), None),
-                    (Target::Url { url }, None) if was_redacted(url) => {
+                    (Target::Url { url, .. }, None) if was_redacted(url) => {
                         return Err(capplan::InputError::value(format!(
                             "this run's URL ({url}) carried credentials, which are not stored: \
                              give it again with --url"
                         ))
                         .into())
                     }
-                    (Target::Url { url }, None) => (url.clone(), None),
+                    (Target::Url { url, .. }, None) => (url.clone(), None),
                     (Target::Sim { time_scale, faults }, _) => {
                         let server =
                             start_simulator(&catalog, &config, *time_scale, faults).await?;

@@ -171,3 +171,63 @@ fn a_missing_hardware_folder_is_named() {
     );
     assert_input_error(&run, &["no/such/folder"]);
 }
+
+/// Load shapes that cannot work are refused before anything is sent or written.
+#[test]
+fn probe_load_shapes_that_cannot_work() {
+    let out = scratch("bad-load-shapes");
+    let template = out.join("image.toml");
+    std::fs::write(
+        &template,
+        "path = \"/predict\"\nbody = '{\"feed\": {{prompts}}}'\noutput = \"/result\"\n",
+    )
+    .unwrap();
+    let probe = |extra: &[&str]| {
+        let mut args = vec![
+            "probe",
+            "--url",
+            "http://127.0.0.1:9",
+            "--model",
+            "llama-3.1-8b",
+            "--card",
+            "L4",
+            "--e2e",
+            "1s",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        capplan(&args)
+    };
+    assert_input_error(
+        &probe(&["--batch-sizes", "1,2", "--concurrency", "1"]),
+        &["--batch-sizes", "--api template", "{{prompts}}"],
+    );
+    let with_template = [
+        "--api",
+        "template",
+        "--api-template",
+        template.to_str().unwrap(),
+    ];
+    let mut args = with_template.to_vec();
+    args.extend(["--batch-sizes", "1,2", "--concurrency", "1,2"]);
+    assert_input_error(&probe(&args), &["exactly one --concurrency"]);
+    let mut args = with_template.to_vec();
+    args.extend(["--instances-per-card", "2", "--tp", "2"]);
+    assert_input_error(&probe(&args), &["--instances-per-card 2", "--tp 1"]);
+    assert_input_error(
+        &probe(&["--requests-per-user", "0"]),
+        &["--requests-per-user"],
+    );
+    assert_input_error(&probe(&["--spawn-rate", "0"]), &["'0'", "users per second"]);
+    assert_input_error(&probe(&["--stability", "150%"]), &["150%"]);
+    // Nothing was measured, so nothing was written.
+    let written: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert!(written.is_empty(), "{written:?}");
+    // A plan needs a latency limit: TTFT, or E2E for a service that does not stream tokens.
+    assert_input_error(&capplan(&["solve", "--users", "10"]), &["--ttft", "--e2e"]);
+}

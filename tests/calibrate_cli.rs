@@ -35,6 +35,7 @@ fn measured_levels(truth: Efficiency) -> Vec<Level> {
             ttft_s: f64::INFINITY,
             tpot_s: None,
             percentile: Percentile::Mean,
+            e2e_s: None,
         },
     );
     request.seed = 7;

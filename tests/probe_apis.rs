@@ -396,7 +396,7 @@ async fn probe_cli_reports_the_servers_timings_per_level() {
     });
     let base = start(script).await;
     let out = common::scratch("probe-api-tgi");
-    let run = capplan_beside_the_stub(&[
+    let run = common::capplan_beside_the_stub(&[
         "probe",
         "--url",
         &base,
@@ -466,17 +466,6 @@ async fn probe_cli_reports_the_servers_timings_per_level() {
     ));
 }
 
-/// Runs the capplan binary off the runtime's threads, so the stub it talks to keeps serving.
-async fn capplan_beside_the_stub(args: &[&str]) -> common::Run {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        common::capplan(&args)
-    })
-    .await
-    .expect("the capplan run")
-}
-
 /// Equal up to the rounding of a mean (and of the 6-decimal CSV cells).
 fn close(value: Option<f64>, want: f64) -> bool {
     value.is_some_and(|v| (v - want).abs() <= 1e-6 * want.abs().max(1.0))
@@ -505,7 +494,7 @@ async fn latency_only_slo_on_a_whole_response_api() {
     });
     let base = start(script).await;
     let out = common::scratch("probe-latency-only");
-    let run = capplan_beside_the_stub(&[
+    let run = common::capplan_beside_the_stub(&[
         "probe",
         "--url",
         &base,

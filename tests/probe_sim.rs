@@ -27,6 +27,7 @@ fn slo() -> Slo {
         ttft_s: 1.0,
         tpot_s: None,
         percentile: Percentile::P(90.0),
+        e2e_s: None,
     }
 }
 
@@ -51,6 +52,7 @@ fn config_at(model: &str, card: &str, tp: u32, ramp: Ramp, time_scale: f64) -> P
             tp,
             cards_per_node: None,
             instances_per_node: 1,
+            instances_per_card: 1,
             interconnect: "pcie".into(),
         },
         slo: slo(),
@@ -69,6 +71,7 @@ fn config_at(model: &str, card: &str, tp: u32, ramp: Ramp, time_scale: f64) -> P
         api_key_env: None,
         tokenizer: None,
         seed: 1,
+        load: Default::default(),
         command: vec!["test".into()],
     }
 }

@@ -52,6 +52,7 @@ fn slo() -> Slo {
         ttft_s: 3.15,
         tpot_s: Some(0.1),
         percentile: Percentile::Mean,
+        e2e_s: None,
     }
 }
 

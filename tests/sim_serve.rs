@@ -43,6 +43,7 @@ fn predicted_c_star(model: &str, card: &str, tp: u32) -> u32 {
             ttft_s: TTFT_LIMIT,
             tpot_s: None,
             percentile: Percentile::P(90.0),
+            e2e_s: None,
         },
     );
     predict(

@@ -52,4 +52,12 @@ impl Card {
     pub fn memory_bytes(&self) -> f64 {
         self.memory_gib * super::GIB
     }
+
+    /// What one of `instances` sharing this card gets: its share of memory (each server
+    /// process holds its own weights and buffers; memory is partitioned, not pooled).
+    pub fn shared_by(&self, instances: u32) -> Card {
+        let mut share = self.clone();
+        share.memory_gib /= f64::from(instances.max(1));
+        share
+    }
 }

@@ -219,6 +219,9 @@ fn check_card(card: &Card, source: &Source) -> Result<(), InputError> {
 
 fn check_model(model: &Model, source: &Source) -> Result<(), InputError> {
     positive(model.params_b, "params_b", &model.name, source)?;
+    if !model.generates_text() {
+        return check_dtype(model, source);
+    }
     for (value, field) in [
         (model.layers, "layers"),
         (model.hidden_size, "hidden_size"),
@@ -239,6 +242,10 @@ fn check_model(model: &Model, source: &Source) -> Result<(), InputError> {
             ),
         ));
     }
+    check_dtype(model, source)
+}
+
+fn check_dtype(model: &Model, source: &Source) -> Result<(), InputError> {
     model.dtype.parse::<Dtype>().map_err(|err| {
         InputError::file(
             entry_location(source, &model.name),

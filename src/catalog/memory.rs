@@ -125,7 +125,10 @@ pub fn memory_fit(
     let kv_heads_per_card = (model.kv_heads / tp).max(1);
     let kv_per_token_per_card =
         2.0 * f64::from(model.layers * kv_heads_per_card * model.head_dim) * kv_dtype.bytes();
-    let kv_tokens = if kv_budget > 0.0 {
+    // A model without a KV cache (an image classifier) needs room for its weights only.
+    let kv_tokens = if kv_per_token_per_card == 0.0 {
+        0
+    } else if kv_budget > 0.0 {
         (kv_budget / kv_per_token_per_card).floor() as u64
     } else {
         0
@@ -170,7 +173,7 @@ pub fn memory_fit(
             ),
         });
     }
-    if kv_tokens < u64::from(context_tokens) {
+    if model.generates_text() && kv_tokens < u64::from(context_tokens) {
         return Err(LayoutRejected {
             reason: format!(
                 "{} ({dtype}) on {tp} × {} leaves {:.2} GiB per card for KV cache: {kv_tokens} tokens, \
@@ -211,6 +214,7 @@ mod tests {
             name: name.into(),
             aliases: vec![],
             family: "test".into(),
+            task: crate::catalog::model::TEXT_GENERATION.into(),
             params_b,
             active_params_b: None,
             layers,

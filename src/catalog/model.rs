@@ -10,18 +10,35 @@ pub struct Model {
     #[serde(default)]
     pub aliases: Vec<String>,
     pub family: String,
+    /// What the model does: `text-generation` (default: a decoder LLM, with the shape fields
+    /// below and a KV cache) or another task such as `image-classification`, whose shape
+    /// fields are left out: it is planned from measurements only (weights must fit; no KV
+    /// cache; no simulation).
+    #[serde(
+        default = "text_generation",
+        skip_serializing_if = "is_text_generation"
+    )]
+    pub task: String,
     /// Total parameters, billions.
     pub params_b: f64,
     /// Parameters active per token (mixture-of-experts models), billions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_params_b: Option<f64>,
+    #[serde(default)]
     pub layers: u32,
+    #[serde(default)]
     pub hidden_size: u32,
+    #[serde(default)]
     pub intermediate_size: u32,
+    #[serde(default)]
     pub heads: u32,
+    #[serde(default)]
     pub kv_heads: u32,
+    #[serde(default)]
     pub head_dim: u32,
+    #[serde(default)]
     pub vocab_size: u32,
+    #[serde(default)]
     pub max_context: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experts: Option<u32>,
@@ -31,7 +48,22 @@ pub struct Model {
     pub source: String,
 }
 
+fn text_generation() -> String {
+    TEXT_GENERATION.to_string()
+}
+
+fn is_text_generation(task: &String) -> bool {
+    task == TEXT_GENERATION
+}
+
+pub const TEXT_GENERATION: &str = "text-generation";
+
 impl Model {
+    /// A decoder LLM: has a KV cache, and capplan's engine can simulate it.
+    pub fn generates_text(&self) -> bool {
+        self.task == TEXT_GENERATION
+    }
+
     pub fn params(&self) -> f64 {
         self.params_b * 1e9
     }

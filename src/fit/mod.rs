@@ -5,6 +5,7 @@
 pub mod capacity;
 pub mod curve;
 pub mod fitted;
+pub mod knee;
 pub mod latency;
 pub mod usl;
 

@@ -64,6 +64,13 @@ pub fn points_from_runs(
             ));
             continue;
         };
+        if curve.batch_sweep {
+            evidence.notes.push(format!(
+                "run {origin} is a batch-size sweep at one concurrency (its knee is in run.json); \
+                 probe C* at the knee with --batch-size to plan from it"
+            ));
+            continue;
+        }
         if curve.levels.iter().all(|l| l.concurrency.is_none()) {
             evidence.notes.push(format!(
                 "run {origin} is open-loop (request rates): its capacity is a rate, which plans in users cannot use"
@@ -73,7 +80,7 @@ pub fn points_from_runs(
         let settings = FitSettings {
             ttft_s: Some(slo.ttft_s).filter(|t| t.is_finite()),
             tpot_s: slo.tpot_s,
-            e2e_s: None,
+            e2e_s: slo.e2e_s,
             percentile: Some(slo.percentile),
             max_error_rate: Some(max_error_rate),
             think_time: None,
@@ -87,12 +94,18 @@ pub fn points_from_runs(
                 .unwrap_or_else(|| card.interconnect.clone()),
             cards_per_node: layout.cards_per_node,
             instances_per_node: layout.instances_per_node,
+            instances_per_card: layout.instances_per_card,
             tp: layout.tp,
-            users_per_instance: users,
+            // A run behind which K instances share one card measured all K at once.
+            users_per_instance: users / f64::from(layout.instances_per_card.max(1)),
             slo: point_slo,
             think_time: curve.think_time,
             source: source_of(&curve),
-            note,
+            note: if curve.batch > 1 {
+                format!("{note}; {} items per request", curve.batch)
+            } else {
+                note
+            },
             origin: origin.clone(),
             e2e_mean_s: e2e,
             output_tokens: curve.workload().map(|w| w.output_tokens.mean()),

@@ -71,6 +71,7 @@ struct DemandSection {
 struct SloSection {
     ttft: Option<String>,
     tpot: Option<String>,
+    e2e: Option<String>,
     percentile: Option<String>,
 }
 
@@ -116,6 +117,7 @@ pub struct Scenario {
     pub think_time: Option<ThinkTime>,
     pub ttft_s: Option<f64>,
     pub tpot_s: Option<f64>,
+    pub e2e_s: Option<f64>,
     pub percentile: Option<Percentile>,
     pub models: Vec<String>,
     pub cards: Vec<String>,
@@ -197,6 +199,7 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, InputError> {
             .transpose()?,
         ttft_s: seconds("slo.ttft", &file.slo.ttft)?,
         tpot_s: seconds("slo.tpot", &file.slo.tpot)?,
+        e2e_s: seconds("slo.e2e", &file.slo.e2e)?,
         percentile: file
             .slo
             .percentile

@@ -325,14 +325,30 @@ fn plan_node(
     let mut best: Option<(NodeSplit, CapacityPoint, u64, DemandCapacity)> = None;
     let mut fitting = Vec::new();
     let mut first_rejection = None;
-    for split in NodeSplit::all_for(node.cards_per_node) {
+    // Splits sharing cards between instances only where a point measured that sharing.
+    let mut splits = NodeSplit::all_for(node.cards_per_node);
+    let mut shared: Vec<u32> = usable
+        .iter()
+        .filter(|p| p.model == model.name && p.card == card.name && p.instances_per_card > 1)
+        .map(|p| p.instances_per_card)
+        .collect();
+    shared.sort_unstable();
+    shared.dedup();
+    splits.extend(
+        shared
+            .into_iter()
+            .map(|k| NodeSplit::shared_cards(node.cards_per_node, k)),
+    );
+    for split in splits {
         let candidates = usable.iter().copied().filter(|p| {
             p.model == model.name
                 && p.card == card.name
                 && p.tp == split.tp
+                && p.instances_per_card == split.per_card
                 && node.runs_like(&p.interconnect, p.tp)
         });
-        if let Err(rejected) = memory_fit(model, card, split.tp, &request.memory) {
+        let share = card.shared_by(split.per_card);
+        if let Err(rejected) = memory_fit(model, &share, split.tp, &request.memory) {
             for point in candidates {
                 let reason =
                     format!("the layout does not fit under the memory options asked: {rejected}");
@@ -363,8 +379,10 @@ fn plan_node(
         // latency, so they convert to a request rate too.
         let chosen = match (chosen, predictor.as_mut()) {
             (Some(point), _) => Ok(point),
-            (None, Some(predictor)) => predictor.predict(model, card, node, split.tp),
-            (None, None) => Err(String::new()),
+            (None, Some(predictor)) if split.per_card == 1 => {
+                predictor.predict(model, card, node, split.tp)
+            }
+            (None, _) => Err(String::new()),
         };
         let chosen = chosen.and_then(|point| {
             let capacity = in_demand_units(&point, &request.demand, request.think_time.as_ref())?;

@@ -16,6 +16,7 @@ use super::search::{bracket, next_level_guided, Bracket, Ramp};
 use super::step::{run_step, ProbeContext, StepSpec, StepSummary};
 use super::verdict::{min_samples, Verdict};
 use crate::error::InputError;
+use crate::fit::knee::{find_knee, BatchKnee, BatchPoint};
 use crate::slo::Slo;
 use crate::workload::dataset::read_dataset;
 use crate::workload::tokens::LocalTokenizer;
@@ -25,8 +26,14 @@ use crate::workload::{ThinkTime, TokenLengths};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Target {
-    /// A real endpoint.
-    Url { url: String },
+    /// A real endpoint. `time_scale` > 1 when it runs that many times faster than real time
+    /// (`capplan serve --time-scale`, a scaled test stub): think times and timeouts are
+    /// divided by it and measured times multiplied, so the run reads in the server's seconds.
+    Url {
+        url: String,
+        #[serde(default = "real_time", skip_serializing_if = "is_real_time")]
+        time_scale: f64,
+    },
     /// capplan's simulated engine, started in-process, running `time_scale`× fast, with
     /// `faults` (`KIND:FRACTION`) injected.
     Sim {
@@ -34,6 +41,61 @@ pub enum Target {
         faults: Vec<String>,
     },
 }
+
+fn real_time() -> f64 {
+    1.0
+}
+
+fn is_real_time(scale: &f64) -> bool {
+    *scale == 1.0
+}
+
+impl Target {
+    /// How many times faster than real time the server runs.
+    pub fn time_scale(&self) -> f64 {
+        match self {
+            Target::Url { time_scale, .. } | Target::Sim { time_scale, .. } => *time_scale,
+        }
+    }
+}
+
+/// How users load the server within a level, beyond closed-loop concurrency and think time
+/// (the shapes Locust and perf_analyzer users know).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadShape {
+    /// Each user sends this many requests per level and stops (Locust's per-user budget);
+    /// prompts come from one queue shared by all users, so none is sent twice in a level. The
+    /// level then ends when every user has spent its budget, and counts every request after
+    /// the warm-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests_per_user: Option<usize>,
+    /// Users started per second (Locust's spawn rate); `None`: all at once. Requests that
+    /// start before the last user has started are warm-up, never counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawn_rate: Option<f64>,
+    /// perf_analyzer's stability rule: a level is measured in windows of `--window` requests
+    /// until the last three agree within this share (max ÷ min − 1 ≤ it) on requests per
+    /// second and on the SLO's percentile of latency, then judged on those three; at most ten
+    /// windows, after which the level is marked unstable and judged on all of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stability: Option<f64>,
+    /// Items per request (`{{batch}}` / `{{prompts}}` of a template API) at every level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
+    /// A batch-size sweep: one level per size at the one concurrency given, then the knee
+    /// (the size after which latency per item jumps).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub batch_sizes: Vec<u32>,
+    /// How much dearer an item must get, against the cheapest batch so far, to be a knee
+    /// (`None`: 5 %).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knee_jump: Option<f64>,
+}
+
+/// A knee is a rise of at least 5 % in latency per item: the Paddle Serving sweep's step is
+/// 7.5 %, and its noise between neighbouring batches below 2 %.
+pub const DEFAULT_KNEE_JUMP: f64 = 0.05;
 
 /// Where prompts come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,7 +113,20 @@ pub struct LayoutInfo {
     pub tp: u32,
     pub cards_per_node: Option<u32>,
     pub instances_per_node: u32,
+    /// Instances sharing one card behind this URL (two server processes on one GPU, load
+    /// balanced): the run measures all of them together, and a capacity point made from it
+    /// divides C* among them.
+    #[serde(default = "one_instance", skip_serializing_if = "is_one_instance")]
+    pub instances_per_card: u32,
     pub interconnect: String,
+}
+
+fn one_instance() -> u32 {
+    1
+}
+
+fn is_one_instance(value: &u32) -> bool {
+    *value == 1
 }
 
 /// Everything that defines a run; stored in `run.json` so `--resume` needs nothing else.
@@ -90,13 +165,61 @@ pub struct ProbeConfig {
     #[serde(default)]
     pub tokenizer: Option<PathBuf>,
     pub seed: u64,
+    /// Per-user budgets, spawn rate, stability windows, batch sizes.
+    #[serde(default)]
+    pub load: LoadShape,
     /// The command line, for the record.
     pub command: Vec<String>,
 }
 
 impl ProbeConfig {
     fn api(&self) -> Result<Arc<dyn Api>, InputError> {
-        ApiKind::build(&self.api, self.api_template.as_ref())
+        self.api_with_batch(self.load.batch.unwrap_or(1))
+    }
+
+    /// The API sending `batch` items per request (only a template API can).
+    fn api_with_batch(&self, batch: u32) -> Result<Arc<dyn Api>, InputError> {
+        let template = self.api_template.as_ref().map(|t| t.with_batch(batch));
+        ApiKind::build(&self.api, template.as_ref())
+    }
+
+    /// Checks what the flags cannot: batches need a template whose body sends them, and a
+    /// sweep needs its one concurrency.
+    pub fn check_load(&self) -> Result<(), InputError> {
+        let wants_batch =
+            self.load.batch.is_some_and(|b| b != 1) || !self.load.batch_sizes.is_empty();
+        if wants_batch && !self.api_template.as_ref().is_some_and(ApiTemplate::batches) {
+            return Err(InputError::value(
+                "--batch-size and --batch-sizes need --api template with a body that sends the batch \
+                 ({{batch}} or {{prompts}})",
+            ));
+        }
+        if self.load.batch_sizes.contains(&0) || self.load.batch == Some(0) {
+            return Err(InputError::value("batch sizes must be at least 1"));
+        }
+        if !self.load.batch_sizes.is_empty() && self.sweep_concurrency().is_none() {
+            return Err(InputError::value(
+                "--batch-sizes sweeps at one concurrency: give exactly one --concurrency N",
+            ));
+        }
+        if self.layout.instances_per_card > 1 && self.layout.tp != 1 {
+            return Err(InputError::value(format!(
+                "--instances-per-card {} shares one card between instances: give --tp 1, not {}",
+                self.layout.instances_per_card, self.layout.tp
+            )));
+        }
+        if self.load.requests_per_user == Some(0) {
+            return Err(InputError::value("--requests-per-user must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The one concurrency a batch sweep runs at.
+    fn sweep_concurrency(&self) -> Option<u32> {
+        match &self.ramp {
+            Ramp::Fixed(levels) if levels.len() == 1 => Some(levels[0]),
+            _ => None,
+        }
     }
 
     fn step_spec(&self, step: u32, concurrency: u32) -> StepSpec {
@@ -116,7 +239,13 @@ impl ProbeConfig {
             concurrency,
             warmup: self.warmup.unwrap_or(c.max(5)),
             batch,
-            max_counted: 4 * batch,
+            // A window given smaller than the percentile needs still reaches a verdict: its
+            // extra batches go on until the interval can close.
+            max_counted: (4 * batch).max(min_samples(self.slo.percentile).div_ceil(batch) * batch),
+            requests_per_user: self.load.requests_per_user,
+            spawn_rate: self.load.spawn_rate,
+            stability: self.load.stability,
+            items: self.load.batch.unwrap_or(1),
         }
     }
 }
@@ -138,6 +267,11 @@ pub struct ProbeReport {
     pub client_flagged_steps: Vec<u32>,
     /// False when the server refused `stream_options` and token counts came from chunks.
     pub usage_from_server: bool,
+    /// A batch sweep's levels (items per request, mean latency) and its knee.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub batch_sweep: Vec<BatchPoint>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knee: Option<BatchKnee>,
     pub notes: Vec<String>,
 }
 
@@ -169,7 +303,7 @@ fn run_json(config: &ProbeConfig, status: &str, report: Option<&ProbeReport>) ->
         "kind": "probe",
         "status": status,
         "config": config,
-        "time_scale": match config.target { Target::Sim { time_scale, .. } => time_scale, Target::Url { .. } => 1.0 },
+        "time_scale": config.target.time_scale(),
         "durations": "seconds of the server's time (an in-process simulator's engine time)",
     });
     if let Some(report) = report {
@@ -182,6 +316,17 @@ fn run_json(config: &ProbeConfig, status: &str, report: Option<&ProbeReport>) ->
             "requests_sent": report.requests_sent,
             "usage_from_server": report.usage_from_server,
         });
+        if !report.batch_sweep.is_empty() {
+            value["batch_sweep"] = serde_json::json!({
+                "concurrency": config.sweep_concurrency(),
+                "levels": report.batch_sweep.iter().map(|p| serde_json::json!({
+                    "batch": p.batch,
+                    "latency_mean_s": p.latency_s,
+                    "per_item_s": p.per_item_s(),
+                })).collect::<Vec<_>>(),
+                "knee": report.knee,
+            });
+        }
         value["client_self_check"] = serde_json::json!({
             "flagged_steps": report.client_flagged_steps,
             "steps": report.steps.iter().map(|s| serde_json::json!({
@@ -218,6 +363,7 @@ pub async fn run_probe(
     folder: RunFolder,
     progress: bool,
 ) -> anyhow::Result<ProbeReport> {
+    config.check_load()?;
     let api = config.api()?;
     // E2E and token counts only: the API cannot stream (KServe v2 infer, DJL's JSON).
     config.stream &= api.streams();
@@ -239,25 +385,26 @@ pub async fn run_probe(
         Ramp::Auto { max, .. } => *max,
         Ramp::Fixed(levels) => levels.iter().copied().max().unwrap_or(1),
     };
-    let endpoint = Endpoint::new(
-        base_url,
-        api,
-        &config.served_model,
-        api_key,
-        config.stream,
-        Duration::from_secs_f64(config.timeout_s),
-        Duration::from_secs_f64(config.idle_timeout_s),
-        max_concurrency as usize,
-    )?
-    .with_metrics_url(config.metrics_url.clone())
-    .with_tokenizer(match &config.tokenizer {
+    let tokenizer = match &config.tokenizer {
         Some(path) => Some(Arc::new(LocalTokenizer::load(path)?)),
         None => None,
-    });
-    let time_scale = match config.target {
-        Target::Sim { time_scale, .. } => time_scale,
-        Target::Url { .. } => 1.0,
     };
+    let endpoint_with = |api: Arc<dyn Api>| -> anyhow::Result<Endpoint> {
+        Ok(Endpoint::new(
+            base_url,
+            api,
+            &config.served_model,
+            api_key.clone(),
+            config.stream,
+            Duration::from_secs_f64(config.timeout_s / config.target.time_scale()),
+            Duration::from_secs_f64(config.idle_timeout_s / config.target.time_scale()),
+            max_concurrency as usize,
+        )?
+        .with_metrics_url(config.metrics_url.clone())
+        .with_tokenizer(tokenizer.clone()))
+    };
+    let endpoint = endpoint_with(api)?;
+    let time_scale = config.target.time_scale();
 
     let dir = match folder {
         RunFolder::New { out } => run_dir::create(
@@ -281,15 +428,21 @@ pub async fn run_probe(
     let mut server_seconds = 0.0;
     let mut requests_sent = 0usize;
     let mut step_number = 0u32;
-    for (concurrency, verdict, seconds, sent) in run_dir::read_step_verdicts(&dir)? {
-        let verdict = match verdict.as_str() {
+    // A batch sweep's levels, replayed and measured: batch → mean E2E.
+    let mut sweep: BTreeMap<u32, Option<f64>> = BTreeMap::new();
+    for recorded in run_dir::read_step_verdicts(&dir)? {
+        let verdict = match recorded.verdict.as_str() {
             "pass" => Verdict::Pass,
             "fail" => Verdict::Fail,
             _ => Verdict::Inconclusive,
         };
-        verdicts.insert(concurrency, verdict);
-        server_seconds += seconds;
-        requests_sent += sent;
+        if config.load.batch_sizes.is_empty() {
+            verdicts.insert(recorded.concurrency, verdict);
+        } else {
+            sweep.insert(recorded.batch, recorded.e2e_mean_s);
+        }
+        server_seconds += recorded.server_s;
+        requests_sent += recorded.sent;
         step_number += 1;
     }
     let replayed = step_number;
@@ -316,6 +469,39 @@ pub async fn run_probe(
     });
     let mut steps: Vec<StepSummary> = Vec::new();
     let search = async {
+        // A batch sweep: one level per batch size at its one concurrency, each with an API
+        // sending that many items.
+        if let Some(concurrency) = config
+            .sweep_concurrency()
+            .filter(|_| !config.load.batch_sizes.is_empty())
+        {
+            for &batch in &config.load.batch_sizes {
+                if sweep.contains_key(&batch) {
+                    continue;
+                }
+                if let Some(bar) = &bar {
+                    bar.set_message(format!(
+                        "step {step_number}: batch {batch} at {concurrency} users"
+                    ));
+                }
+                let step_ctx = Arc::new(ProbeContext {
+                    endpoint: Arc::new(endpoint_with(config.api_with_batch(batch)?)?),
+                    ..(*ctx).clone()
+                });
+                let mut spec = config.step_spec(step_number, concurrency);
+                spec.items = batch;
+                // A sweep level measures latency per item, not a verdict: one window each.
+                spec.max_counted = spec.batch;
+                let summary = run_step(&step_ctx, spec).await;
+                run_dir::append_step(&dir, &summary)?;
+                sweep.insert(batch, summary.e2e.as_ref().map(|e| e.mean));
+                server_seconds += summary.server_seconds;
+                requests_sent += summary.sent;
+                step_number += 1;
+                steps.push(summary);
+            }
+            return Ok::<_, anyhow::Error>(());
+        }
         while let Some(concurrency) = next_level_guided(&config.ramp, &verdicts, &loads) {
             if let Some(bar) = &bar {
                 bar.set_message(format!(
@@ -349,6 +535,14 @@ pub async fn run_probe(
         bar.finish_and_clear();
     }
 
+    let batch_sweep: Vec<BatchPoint> = sweep
+        .iter()
+        .filter_map(|(&batch, mean)| mean.map(|latency_s| BatchPoint { batch, latency_s }))
+        .collect();
+    let knee = find_knee(
+        &batch_sweep,
+        config.load.knee_jump.unwrap_or(DEFAULT_KNEE_JUMP),
+    );
     let found = bracket(&verdicts);
     let limit = steps
         .iter()
@@ -372,7 +566,7 @@ pub async fn run_probe(
     }
     if time_scale != 1.0 {
         notes.push(format!(
-            "simulated engine at {time_scale}× speed: durations are engine seconds"
+            "server at {time_scale}× speed: durations, think times and timeouts are the server's seconds"
         ));
     }
     let status = if interrupted {
@@ -390,6 +584,8 @@ pub async fn run_probe(
             .map(|s| s.step)
             .collect(),
         usage_from_server: ctx.endpoint.usage_requested(),
+        batch_sweep,
+        knee,
         steps,
         result: found,
         limit,

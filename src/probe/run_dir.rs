@@ -96,6 +96,9 @@ fn header() -> Vec<String> {
         "output_tokens_mean",
         "output_tok_per_s",
         "requests_per_s",
+        "batch",
+        "items_per_s",
+        "stable",
         "verdict",
         "stopped_early",
         "sent",
@@ -173,6 +176,9 @@ pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
         mean(step.output_tokens_mean),
         format!("{:.3}", step.output_tokens_per_s),
         format!("{:.4}", step.requests_per_s),
+        step.batch.to_string(),
+        format!("{:.4}", step.requests_per_s * f64::from(step.batch)),
+        step.stable.map(|s| s.to_string()).unwrap_or_default(),
         serde_json::to_value(step.verdict.verdict)
             .ok()
             .and_then(|v| v.as_str().map(String::from))
@@ -189,8 +195,21 @@ pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
     writer.flush()
 }
 
-/// The steps a run recorded: (concurrency, verdict, server seconds, sent), for `--resume`.
-pub fn read_step_verdicts(dir: &Path) -> std::io::Result<Vec<(u32, String, f64, usize)>> {
+/// One step a run recorded, as `--resume` needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedStep {
+    pub concurrency: u32,
+    /// Items per request (1 in runs from before batch sweeps).
+    pub batch: u32,
+    pub verdict: String,
+    pub server_s: f64,
+    pub sent: usize,
+    /// Mean E2E latency of the level's successful requests (a batch sweep's knee needs it).
+    pub e2e_mean_s: Option<f64>,
+}
+
+/// The steps a run recorded, for `--resume`.
+pub fn read_step_verdicts(dir: &Path) -> std::io::Result<Vec<RecordedStep>> {
     let path = dir.join(STEPS_FILE);
     if !path.exists() {
         return Ok(Vec::new());
@@ -206,16 +225,19 @@ pub fn read_step_verdicts(dir: &Path) -> std::io::Result<Vec<(u32, String, f64, 
     ) else {
         return Err(std::io::Error::other("steps.csv lacks its columns"));
     };
+    let (batch, e2e) = (column("batch"), column("e2e_mean_s"));
     let mut steps = Vec::new();
     for row in reader.records() {
         let row = row.map_err(std::io::Error::other)?;
         let parse = |i: usize| row.get(i).unwrap_or("").to_string();
-        steps.push((
-            parse(c).parse().unwrap_or(0),
-            parse(v),
-            parse(s).parse().unwrap_or(0.0),
-            parse(n).parse().unwrap_or(0),
-        ));
+        steps.push(RecordedStep {
+            concurrency: parse(c).parse().unwrap_or(0),
+            batch: batch.and_then(|i| parse(i).parse().ok()).unwrap_or(1),
+            verdict: parse(v),
+            server_s: parse(s).parse().unwrap_or(0.0),
+            sent: parse(n).parse().unwrap_or(0),
+            e2e_mean_s: e2e.and_then(|i| parse(i).parse().ok()),
+        });
     }
     Ok(steps)
 }

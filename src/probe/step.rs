@@ -25,7 +25,8 @@ use crate::slo::Slo;
 use crate::stats::Summary;
 use crate::workload::{ThinkTime, TokenLengths};
 
-/// What a probe keeps constant across steps.
+/// What a probe keeps constant across steps (a batch sweep swaps the endpoint per step).
+#[derive(Clone)]
 pub struct ProbeContext {
     pub endpoint: Arc<Endpoint>,
     pub prompts: Arc<PromptSource>,
@@ -55,7 +56,19 @@ pub struct StepSpec {
     /// Requests counted before the first judgement; an inconclusive step adds this many again.
     pub batch: usize,
     pub max_counted: usize,
+    /// Each user sends this many requests and stops; the step counts all after the warm-up.
+    pub requests_per_user: Option<usize>,
+    /// Users started per second (server seconds); `None`: all at once.
+    pub spawn_rate: Option<f64>,
+    /// perf_analyzer's rule: windows of `batch` requests until the last three agree within
+    /// this share on throughput and latency (see [`super::run::LoadShape`]).
+    pub stability: Option<f64>,
+    /// Items per request (1 unless the API sends a batch).
+    pub items: u32,
 }
+
+/// perf_analyzer gives up after ten windows (its `--max-trials`).
+const MAX_WINDOWS: usize = 10;
 
 /// A step's statistics and verdict (one row of `steps.csv`).
 #[derive(Debug, Clone, Serialize)]
@@ -88,6 +101,10 @@ pub struct StepSummary {
     pub requests_per_s: f64,
     pub verdict: StepVerdict,
     pub stopped_early: bool,
+    /// Items per request (a batch API); 1 otherwise.
+    pub batch: u32,
+    /// Under the stability rule: whether the last three windows agreed (`None`: not asked).
+    pub stable: Option<bool>,
     /// Requests sent in the step, all phases.
     pub sent: usize,
     /// Wall seconds of load on the server.
@@ -120,25 +137,47 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     let claimed = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = Arc::new(Notify::new());
+    // Users started so far (all at once unless a spawn rate staggers them).
+    let spawned = Arc::new(AtomicUsize::new(0));
+    // Under a per-user budget every request after the warm-up counts, without a target.
+    let budget = spec.requests_per_user;
+    if budget.is_some() {
+        target.store(usize::MAX, Ordering::SeqCst);
+    }
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<RequestRecord>();
 
     let mut workers = Workers(Vec::new());
     for worker in 0..spec.concurrency {
         let ctx = ctx.clone();
-        let (next, target, claimed, stop, stopped, done_tx) = (
+        let (next, target, claimed, stop, stopped, done_tx, spawned) = (
             next.clone(),
             target.clone(),
             claimed.clone(),
             stop.clone(),
             stopped.clone(),
             done_tx.clone(),
+            spawned.clone(),
         );
         workers.0.push(tokio::spawn(async move {
             let mut rng =
                 StdRng::seed_from_u64(ctx.seed ^ (u64::from(spec.step) << 32) ^ u64::from(worker));
+            if let Some(rate) = spec.spawn_rate.filter(|r| *r > 0.0) {
+                let delay = f64::from(worker) / rate / ctx.time_scale;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(delay)) => {}
+                    _ = stopped.notified() => return,
+                }
+            }
+            spawned.fetch_add(1, Ordering::SeqCst);
+            let mut sent_by_me = 0usize;
             while !stop.load(Ordering::Relaxed) {
+                if budget.is_some_and(|b| sent_by_me >= b) {
+                    break;
+                }
+                sent_by_me += 1;
                 let n = next.fetch_add(1, Ordering::Relaxed);
-                let phase = if (n as usize) < spec.warmup {
+                let all_started = spawned.load(Ordering::SeqCst) >= spec.concurrency as usize;
+                let phase = if (n as usize) < spec.warmup || !all_started {
                     Phase::Warmup
                 } else if claim(&claimed, &target) {
                     Phase::Measured
@@ -179,6 +218,10 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     let mut stopped_early = false;
     let check_every = (spec.batch / 4).max(10);
     let mut verdict = None;
+    let mut stable = None;
+    if spec.stability.is_some() && budget.is_none() {
+        target.store(spec.batch * MAX_WINDOWS, Ordering::SeqCst);
+    }
     while let Some(record) = done_rx.recv().await {
         sent += 1;
         if record.phase != Phase::Measured {
@@ -188,21 +231,25 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         let wanted = target.load(Ordering::Relaxed);
         if let Some(bar) = &ctx.progress {
             if counted.len() % 10 == 1 {
-                let ttfts: Vec<f64> = counted.iter().filter_map(|r| r.ttft_s).collect();
-                let live = crate::stats::statistic(&ttfts, ctx.slo.percentile);
-                bar.set_message(format!(
-                    "step {}: {} users · {}/{wanted} counted · TTFT {} {} (limit {}) · {} failed",
-                    spec.step,
-                    spec.concurrency,
-                    counted.len(),
-                    ctx.slo.percentile,
-                    crate::slo::format_seconds(live),
-                    crate::slo::format_seconds(ctx.slo.ttft_s),
-                    counted.iter().filter(|r| !r.ok).count()
-                ));
+                show_progress(bar, ctx, spec, &counted, wanted);
             }
         }
-        if counted.len() >= wanted {
+        if let (Some(share), None) = (spec.stability, budget) {
+            if counted.len().is_multiple_of(spec.batch) {
+                if let Some(from) = stable_windows(&counted, spec.batch, share, ctx) {
+                    stable = Some(true);
+                    counted.drain(..from);
+                    verdict = Some(judge_records(&counted, ctx));
+                    break;
+                }
+                if counted.len() >= spec.batch * MAX_WINDOWS {
+                    stable = Some(false);
+                    verdict = Some(judge_records(&counted, ctx));
+                    break;
+                }
+                continue;
+            }
+        } else if counted.len() >= wanted {
             let current = judge_records(&counted, ctx);
             if current.verdict == Verdict::Inconclusive && wanted + spec.batch <= spec.max_counted {
                 target.store(wanted + spec.batch, Ordering::SeqCst);
@@ -211,7 +258,8 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
             verdict = Some(current);
             break;
         }
-        if counted.len().is_multiple_of(check_every) && counted.len() >= 20 {
+        // A budget is spent whole (the shape of a Locust run): no early stop.
+        if budget.is_none() && counted.len().is_multiple_of(check_every) && counted.len() >= 20 {
             let current = judge_records(&counted, ctx);
             if current.verdict == Verdict::Fail {
                 stopped_early = true;
@@ -219,6 +267,10 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                 break;
             }
         }
+    }
+    if spec.stability.is_some() && verdict.is_none() {
+        // The budget or the stream of requests ran out before the rule could be applied.
+        stable = Some(false);
     }
     stop.store(true, Ordering::Relaxed);
     stopped.notify_waiters();
@@ -242,6 +294,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         client,
         ctx,
     );
+    summary.stable = stable;
     if let Some((before, at)) = scraped {
         if let Some(after) = ctx.endpoint.scrape().await {
             let wall = at.elapsed().as_secs_f64() * ctx.time_scale;
@@ -249,6 +302,75 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         }
     }
     summary
+}
+
+fn show_progress(
+    bar: &indicatif::ProgressBar,
+    ctx: &ProbeContext,
+    spec: StepSpec,
+    counted: &[RequestRecord],
+    wanted: usize,
+) {
+    let ttfts: Vec<f64> = counted.iter().filter_map(|r| r.ttft_s).collect();
+    let live = crate::stats::statistic(&ttfts, ctx.slo.percentile);
+    let wanted = if wanted == usize::MAX {
+        "budget".to_string()
+    } else {
+        wanted.to_string()
+    };
+    bar.set_message(format!(
+        "step {}: {} users · {}/{wanted} counted · TTFT {} {} (limit {}) · {} failed",
+        spec.step,
+        spec.concurrency,
+        counted.len(),
+        ctx.slo.percentile,
+        crate::slo::format_seconds(live),
+        crate::slo::format_seconds(ctx.slo.ttft_s),
+        counted.iter().filter(|r| !r.ok).count()
+    ));
+}
+
+/// perf_analyzer's stability rule on the last three windows of `batch` requests: requests
+/// per second and the SLO's percentile of E2E latency each within `share` (max ÷ min − 1).
+/// Returns where the three windows start in `counted` when they agree.
+fn stable_windows(
+    counted: &[RequestRecord],
+    batch: usize,
+    share: f64,
+    ctx: &ProbeContext,
+) -> Option<usize> {
+    let windows: Vec<&[RequestRecord]> = counted.chunks(batch).collect();
+    if windows.len() < 3 || windows.iter().any(|w| w.len() < batch) {
+        return None;
+    }
+    let first = windows.len() - 3;
+    // A window's throughput: its requests over the time from the previous window's last
+    // completion (or, for the very first window, its first start) to its own last completion.
+    let end_of = |r: &RequestRecord| r.start_s + r.e2e_s / ctx.time_scale;
+    let latest_end = |w: &[RequestRecord]| w.iter().map(end_of).fold(f64::NEG_INFINITY, f64::max);
+    let mut throughputs = Vec::new();
+    let mut latencies = Vec::new();
+    for index in first..windows.len() {
+        let window = windows[index];
+        let from = match index {
+            0 => window
+                .iter()
+                .map(|r| r.start_s)
+                .fold(f64::INFINITY, f64::min),
+            _ => latest_end(windows[index - 1]),
+        };
+        throughputs.push(window.len() as f64 / (latest_end(window) - from).max(1e-9));
+        let e2es: Vec<f64> = window.iter().filter(|r| r.ok).map(|r| r.e2e_s).collect();
+        latencies.push(crate::stats::statistic(&e2es, ctx.slo.percentile));
+    }
+    (agree_within(&throughputs, share) && agree_within(&latencies, share)).then_some(first * batch)
+}
+
+/// Whether the largest of `values` is within `share` of the smallest (all positive, finite).
+fn agree_within(values: &[f64], share: f64) -> bool {
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    min > 0.0 && max.is_finite() && max / min - 1.0 <= share + 1e-12
 }
 
 /// Takes one counted slot if any is left under the target.
@@ -372,6 +494,8 @@ fn summarize(
         server_compute: Summary::of(&server_compute),
         output_tokens_per_s: tokens as f64 / window,
         requests_per_s: ok.len() as f64 / window,
+        batch: spec.items,
+        stable: None,
         verdict,
         stopped_early,
         sent,

@@ -261,6 +261,7 @@ mod tests {
             ttft_s: ttft,
             tpot_s: None,
             percentile: Percentile::P(90.0),
+            e2e_s: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! How a probe run reads: its steps and the C* line.
 
 use super::{count, Document, Report, Table};
+use crate::fit::knee::{BatchKnee, BatchPoint};
 use crate::probe::run::{ProbeReport, Target};
 use crate::slo::format_seconds;
 use crate::stats::Summary;
@@ -16,7 +17,7 @@ impl Report for ProbeReport {
     fn document(&self) -> Document {
         let c = &self.config;
         let target = match &c.target {
-            Target::Url { url } => url.clone(),
+            Target::Url { url, .. } => url.clone(),
             Target::Sim { time_scale, .. } => {
                 format!("simulated engine in-process ({time_scale}× speed)")
             }
@@ -90,15 +91,26 @@ impl Report for ProbeReport {
                 },
             ]);
         }
+        if !self.batch_sweep.is_empty() {
+            table.headers[1] = "users×batch".into();
+            for (row, step) in table.rows.iter_mut().zip(&self.steps) {
+                row[1] = format!("{}×{}", step.concurrency, step.batch);
+            }
+        }
         let bracket = match self.result.first_fail {
             Some(fail) => format!("[{} pass, {} fail]", self.result.last_pass, fail),
             None => format!("≥ {} (no level failed)", self.result.last_pass),
         };
-        let mut notes = vec![
-            format!(
+        let headline = match &self.knee {
+            Some(knee) => sweep_line(knee, &self.batch_sweep),
+            None if self.batch_sweep.is_empty() => format!(
                 "C* = {} users per instance {bracket}; limit: {}.",
                 self.result.c_star, self.limit
             ),
+            None => "The sweep measured no level.".into(),
+        };
+        let mut notes = vec![
+            headline,
             format!(
                 "{} requests sent, {:.1} s of server time.",
                 self.requests_sent, self.server_seconds
@@ -113,6 +125,18 @@ impl Report for ProbeReport {
         if !self.usage_from_server {
             notes.push("The server refused stream_options: output tokens were counted from chunks (estimated).".into());
         }
+        if self.steps.iter().any(|s| s.stable == Some(false)) {
+            let unstable: Vec<u32> = self
+                .steps
+                .iter()
+                .filter(|s| s.stable == Some(false))
+                .map(|s| s.step)
+                .collect();
+            notes.push(format!(
+                "Step(s) {unstable:?} never met the stability rule (three windows within {} %): judged on all their windows.",
+                count(c.load.stability.unwrap_or(0.0) * 100.0)
+            ));
+        }
         notes.extend(self.notes.iter().cloned());
         Document {
             heading,
@@ -120,5 +144,31 @@ impl Report for ProbeReport {
             notes,
             ..Document::default()
         }
+    }
+}
+
+/// The knee of a batch sweep in one sentence, with what an item cost either side of it.
+fn sweep_line(knee: &BatchKnee, points: &[BatchPoint]) -> String {
+    let per_item = |batch: u32| {
+        points
+            .iter()
+            .find(|p| p.batch == batch)
+            .map(|p| format!("{:.2} ms", p.per_item_s() * 1e3))
+            .unwrap_or_default()
+    };
+    match (knee.knee, knee.jumped_at, knee.jump) {
+        (Some(at), Some(next), Some(jump)) => format!(
+            "Knee at batch {at}: latency per item {} there, {} at batch {next} (+{:.1} % over the cheapest so far; threshold {} %). Find C* at it with --batch-size {at}.",
+            per_item(at),
+            per_item(next),
+            jump * 100.0,
+            count(knee.threshold * 100.0)
+        ),
+        _ => format!(
+            "No knee: latency per item never rose {} % over the cheapest batch; cheapest at batch {} ({:.2} ms per item).",
+            count(knee.threshold * 100.0),
+            knee.cheapest,
+            knee.cheapest_per_item_s * 1e3
+        ),
     }
 }

@@ -73,6 +73,7 @@ pub fn compare(
             ttft_s: f64::INFINITY,
             tpot_s: None,
             percentile: Percentile::Mean,
+            e2e_s: None,
         },
     );
     request.seed = seed;

@@ -191,6 +191,15 @@ pub fn engine_for(
     options: &EngineOptions,
     track_tokens: bool,
 ) -> Result<(Engine, MemoryFit), LayoutRejected> {
+    if !layout.model.generates_text() {
+        return Err(LayoutRejected {
+            reason: format!(
+                "capplan's engine simulates text-generating decoder models; {} is a {} model: \
+                 measure it with `capplan probe` and plan from the run",
+                layout.model.name, layout.model.task
+            ),
+        });
+    }
     let fit = memory_fit(layout.model, layout.card, layout.tp, &layout.memory)?;
     let perf = PerfModel::new(
         layout.model,
@@ -526,6 +535,7 @@ mod tests {
                 ttft_s: ttft,
                 tpot_s: Some(tpot),
                 percentile: Percentile::P(90.0),
+                e2e_s: None,
             },
         )
     }

@@ -16,6 +16,10 @@ pub struct Slo {
     #[serde(with = "no_limit_is_null")]
     pub ttft_s: f64,
     pub tpot_s: Option<f64>,
+    /// End-to-end latency limit per request, when the SLO has one (a non-LLM service, a
+    /// non-streaming API: p99 ≤ 200 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_s: Option<f64>,
     pub percentile: Percentile,
 }
 
@@ -37,6 +41,24 @@ impl Slo {
                 format_seconds(self.ttft_s),
                 format_seconds(asked.ttft_s)
             ));
+        }
+        if let Some(want) = asked.e2e_s {
+            match self.e2e_s {
+                Some(have) if have <= want + EPS => {}
+                Some(have) => {
+                    return Some(format!(
+                        "measured at E2E ≤ {}, which does not prove E2E ≤ {}",
+                        format_seconds(have),
+                        format_seconds(want)
+                    ))
+                }
+                None => {
+                    return Some(format!(
+                        "measured without an E2E limit, which does not prove E2E ≤ {}",
+                        format_seconds(want)
+                    ))
+                }
+            }
         }
         if let Some(want) = asked.tpot_s {
             match self.tpot_s {
@@ -68,8 +90,11 @@ impl Slo {
         if let Some(tpot) = self.tpot_s {
             limits.push(format!("TPOT ≤ {}", format_seconds(tpot)));
         }
+        if let Some(e2e) = self.e2e_s {
+            limits.push(format!("E2E ≤ {}", format_seconds(e2e)));
+        }
         if limits.is_empty() {
-            limits.push("no TTFT or TPOT limit".into());
+            limits.push("no TTFT, TPOT or E2E limit".into());
         }
         format!("{} ({})", limits.join(", "), self.percentile)
     }
@@ -102,12 +127,34 @@ mod tests {
             ttft_s: f64::INFINITY,
             tpot_s: None,
             percentile: Percentile::P(99.0),
+            e2e_s: None,
         };
         let json = serde_json::to_string(&latency_only).unwrap();
         assert!(json.contains("\"ttft_s\":null"), "{json}");
         let back: Slo = serde_json::from_str(&json).unwrap();
         assert_eq!(back, latency_only);
-        assert_eq!(latency_only.describe(), "no TTFT or TPOT limit (p99)");
+        assert_eq!(latency_only.describe(), "no TTFT, TPOT or E2E limit (p99)");
+        let image_service = Slo {
+            e2e_s: Some(0.1),
+            ..latency_only
+        };
+        let json = serde_json::to_string(&image_service).unwrap();
+        assert_eq!(serde_json::from_str::<Slo>(&json).unwrap(), image_service);
+        assert_eq!(image_service.describe(), "E2E ≤ 100 ms (p99)");
+        // An E2E limit proves only a looser one; a point without one proves none.
+        assert!(image_service
+            .why_not_proof_of(&Slo {
+                e2e_s: Some(0.2),
+                ..image_service
+            })
+            .is_none());
+        assert!(image_service
+            .why_not_proof_of(&Slo {
+                e2e_s: Some(0.05),
+                ..image_service
+            })
+            .is_some());
+        assert!(latency_only.why_not_proof_of(&image_service).is_some());
         let both: Slo =
             serde_json::from_str(r#"{"ttft_s":3.0,"tpot_s":0.1,"percentile":"mean"}"#).unwrap();
         assert_eq!(both.describe(), "TTFT ≤ 3 s, TPOT ≤ 100 ms (mean)");
@@ -118,6 +165,7 @@ mod tests {
             ttft_s: ttft,
             tpot_s: tpot,
             percentile,
+            e2e_s: None,
         }
     }
 

@@ -44,6 +44,10 @@ pub struct CapacityPoint {
     pub interconnect: String,
     pub cards_per_node: Option<u32>,
     pub instances_per_node: Option<u32>,
+    /// Instances sharing one card (two server processes on one GPU); 1 normally. Each then
+    /// has 1/K of the card's memory and compute, and `users_per_instance` is per instance.
+    #[serde(skip_serializing_if = "is_one")]
+    pub instances_per_card: u32,
     pub tp: u32,
     /// C*: the most concurrent users one instance held within the SLO.
     pub users_per_instance: f64,
@@ -64,8 +68,14 @@ pub struct CapacityPoint {
     pub output_tokens: Option<f64>,
 }
 
-const REQUIRED: [&str; 5] = ["model", "card", "tp", "users_per_instance", "ttft_slo_s"];
-const OPTIONAL: [&str; 12] = [
+fn is_one(value: &u32) -> bool {
+    *value == 1
+}
+
+const REQUIRED: [&str; 4] = ["model", "card", "tp", "users_per_instance"];
+const OPTIONAL: [&str; 14] = [
+    "ttft_slo_s",
+    "instances_per_card",
     "card_memory_gib",
     "interconnect",
     "cards_per_node",
@@ -201,7 +211,22 @@ pub fn parse_capacity_csv(
 
         let tp = count("tp")?.ok_or_else(|| bad("tp is empty; it is required".into()))?;
         let users_per_instance = required_number("users_per_instance")?;
-        let ttft_s = required_number("ttft_slo_s")?;
+        let e2e_slo_s = number("e2e_slo_s")?;
+        let ttft_s = match (number("ttft_slo_s")?, e2e_slo_s) {
+            (Some(ttft), _) => ttft,
+            (None, Some(_)) => f64::INFINITY,
+            (None, None) => {
+                return Err(bad(
+                    "ttft_slo_s is empty; it is required unless e2e_slo_s gives the limit".into(),
+                ))
+            }
+        };
+        let instances_per_card = count("instances_per_card")?.unwrap_or(1);
+        if instances_per_card > 1 && tp != 1 {
+            return Err(bad(format!(
+                "instances_per_card {instances_per_card} shares one card between instances; tp must be 1, not {tp}"
+            )));
+        }
         let tpot_s = number("tpot_slo_ms")?.map(|ms| ms / 1e3);
         let e2e_mean_s = number("e2e_mean_s")?;
         let output_tokens = number("output_tokens_mean")?;
@@ -253,11 +278,13 @@ pub fn parse_capacity_csv(
             interconnect,
             cards_per_node,
             instances_per_node,
+            instances_per_card,
             tp,
             users_per_instance,
             slo: Slo {
                 ttft_s,
                 tpot_s,
+                e2e_s: e2e_slo_s,
                 percentile,
             },
             think_time,

@@ -24,6 +24,8 @@ pub struct CurveLayout {
     pub interconnect: Option<String>,
     pub instances_per_node: Option<u32>,
     pub cards_per_node: Option<u32>,
+    /// Instances sharing one card behind the run's URL (1 normally).
+    pub instances_per_card: u32,
 }
 
 /// One measured curve and its context.
@@ -50,6 +52,11 @@ pub struct MeasuredCurve {
     pub lengths: Option<(TokenLengths, TokenLengths)>,
     pub levels: Vec<Level>,
     pub unused_columns: Vec<String>,
+    /// Items per request (a batch API's `--batch-size`); 1 otherwise.
+    pub batch: u32,
+    /// A batch-size sweep at one concurrency: its knee is in `run.json`; it is no curve of
+    /// load.
+    pub batch_sweep: bool,
 }
 
 impl MeasuredCurve {
@@ -140,12 +147,20 @@ pub fn read_run(dir: &Path) -> Result<MeasuredCurve, InputError> {
             interconnect: text_of(&layout["interconnect"]),
             instances_per_node: layout["instances_per_node"].as_u64().map(|v| v as u32),
             cards_per_node: layout["cards_per_node"].as_u64().map(|v| v as u32),
+            instances_per_card: layout["instances_per_card"]
+                .as_u64()
+                .map_or(1, |v| v.max(1) as u32),
         }),
         _ => None,
     };
+    // A probe keeps its E2E limit beside the SLO (`e2e_limit_s`); the curve's SLO holds it.
     let slo: Option<Slo> = serde_json::from_value(config["slo"].clone())
         .ok()
-        .filter(|s: &Slo| s.ttft_s.is_finite() || s.tpot_s.is_some());
+        .map(|s: Slo| Slo {
+            e2e_s: s.e2e_s.or(config["e2e_limit_s"].as_f64()),
+            ..s
+        })
+        .filter(|s: &Slo| s.ttft_s.is_finite() || s.tpot_s.is_some() || s.e2e_s.is_some());
     let steps = read_steps_csv(&dir.join(STEPS_FILE))?;
     Ok(MeasuredCurve {
         origin: dir.to_path_buf(),
@@ -167,6 +182,12 @@ pub fn read_run(dir: &Path) -> Result<MeasuredCurve, InputError> {
         },
         levels: steps.levels,
         unused_columns: steps.unused_columns,
+        batch: config["load"]["batch"]
+            .as_u64()
+            .map_or(1, |b| b.max(1) as u32),
+        batch_sweep: config["load"]["batch_sizes"]
+            .as_array()
+            .is_some_and(|sizes| !sizes.is_empty()),
     })
 }
 
@@ -198,6 +219,8 @@ pub fn load_curves(paths: &[PathBuf]) -> Result<Vec<MeasuredCurve>, InputError> 
                 lengths: None,
                 levels: steps.levels,
                 unused_columns: steps.unused_columns,
+                batch: 1,
+                batch_sweep: false,
             });
         } else if path.is_dir() {
             let mut folders = Vec::new();

@@ -259,7 +259,8 @@ fn column(name: &str) -> Column {
         "input_tokens_mean" => return Column::InputTokensMean,
         "output_tokens_mean" => return Column::OutputTokensMean,
         // capplan's own steps.csv: bookkeeping that is not a measurement of the level.
-        "step" | "verdict" | "stopped_early" | "sent" | "server_s" | "why" => return Column::Known,
+        "step" | "verdict" | "stopped_early" | "sent" | "server_s" | "why" | "batch"
+        | "items_per_s" | "stable" => return Column::Known,
         _ if name.starts_with("failures_")
             || name.starts_with("client_")
             || name.starts_with("server_")

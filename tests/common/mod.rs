@@ -11,6 +11,18 @@ pub struct Run {
     pub stderr: String,
 }
 
+/// Runs the capplan binary off an async runtime's threads, so a stub server on that runtime
+/// keeps serving while capplan talks to it.
+pub async fn capplan_beside_the_stub<S: AsRef<str>>(args: &[S]) -> Run {
+    let args: Vec<String> = args.iter().map(|s| s.as_ref().to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        capplan(&args)
+    })
+    .await
+    .expect("the capplan run")
+}
+
 pub fn capplan(args: &[&str]) -> Run {
     capplan_in(env!("CARGO_MANIFEST_DIR").into(), args)
 }

@@ -17,8 +17,10 @@
 //! ```
 //!
 //! Placeholders: `{{prompt}}` (the prompt as a JSON string, quotes included), `{{max_tokens}}`,
-//! `{{model}}` (a JSON string) and `{{batch}}` (the items per request, 1 unless a batch sweep
-//! asks for more). A stream ends with `[DONE]` or the body's clean end.
+//! `{{model}}` (a JSON string), `{{batch}}` (the items per request, 1 unless `--batch-size` or
+//! a `--batch-sizes` sweep asks for more) and `{{prompts}}` (a JSON array of that many
+//! prompts: an image service's batch of inputs). A stream ends with `[DONE]` or the body's
+//! clean end.
 
 use std::path::Path;
 
@@ -108,10 +110,28 @@ impl ApiTemplate {
         Ok(())
     }
 
+    /// Whether the body sends a batch (`{{batch}}` or `{{prompts}}`).
+    pub fn batches(&self) -> bool {
+        self.body.contains("{{batch}}") || self.body.contains("{{prompts}}")
+    }
+
+    /// The same API sending `batch` items per request.
+    pub fn with_batch(&self, batch: u32) -> ApiTemplate {
+        ApiTemplate {
+            batch,
+            ..self.clone()
+        }
+    }
+
     /// The body with its placeholders filled.
     fn fill(&self, prompt: &Prompt, max_tokens: u32, model: &str) -> String {
-        self.body
-            .replace("{{prompt}}", &Value::from(prompt.text.as_str()).to_string())
+        let text = Value::from(prompt.text.as_str()).to_string();
+        let mut body = self.body.clone();
+        if body.contains("{{prompts}}") {
+            let list = vec![text.as_str(); self.batch as usize].join(",");
+            body = body.replace("{{prompts}}", &format!("[{list}]"));
+        }
+        body.replace("{{prompt}}", &text)
             .replace("{{max_tokens}}", &max_tokens.to_string())
             .replace("{{model}}", &Value::from(model).to_string())
             .replace("{{batch}}", &self.batch.to_string())

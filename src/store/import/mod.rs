@@ -1183,7 +1183,7 @@ mod tests {
         let path = dir.join("seed.csv");
         std::fs::write(
             &path,
-            "concurrency,requests,qps,latency_p90_ms,batch\n8,100,2.5,4977.1,1\n16,100,4.6,5290.5,1\n",
+            "concurrency,requests,qps,latency_p90_ms,batch_size\n8,100,2.5,4977.1,1\n16,100,4.6,5290.5,1\n",
         )
         .unwrap();
         let imported = read(ImportFormat::StepsCsv, &[dir]).unwrap();
@@ -1194,7 +1194,7 @@ mod tests {
             4.9771,
         );
         assert!(
-            imported.notes.iter().any(|n| n.contains("batch")),
+            imported.notes.iter().any(|n| n.contains("batch_size")),
             "{:?}",
             imported.notes
         );
