@@ -161,6 +161,19 @@ async fn paddle_like_image_service_knee_c_star_and_cards() {
         serde_json::from_str(&std::fs::read_to_string(format!("{run_dir}/run.json")).unwrap())
             .unwrap();
     assert_eq!(run_json["batch_sweep"]["knee"]["knee"], 16);
+    // Resuming a finished sweep measures nothing again and finds the same knee from steps.csv.
+    let resumed =
+        capplan_beside_the_stub(&["probe", "--resume", &run_dir, "--format", "json"]).await;
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    let again = common::json(&resumed);
+    // (steps.csv keeps latencies to the microsecond, so the jump agrees to about 1e-5.)
+    assert_eq!(again["knee"]["knee"], 16);
+    assert_eq!(again["knee"]["jumped_at"], 20);
+    let jump = |r: &serde_json::Value| r["knee"]["jump"].as_f64().unwrap();
+    assert!((jump(&again) - jump(&report)).abs() < 1e-4);
+    assert_eq!(again["requests_sent"], report["requests_sent"]);
+    let rows = std::fs::read_to_string(format!("{run_dir}/steps.csv")).unwrap();
+    assert_eq!(rows.lines().count(), 1 + 8, "no level measured twice");
 
     // 2. C* at the knee for p99 ≤ 100 ms: 8 users (see `image_service`); 9 only if the
     //    rotation happens to spare the 99th percentile, never 10. A p99 needs over 500

@@ -136,17 +136,29 @@ fn models_table(models: &[Model]) -> Table {
         rows: models
             .iter()
             .map(|m| {
+                // A model that is not a text generator has no decoder shape to show.
+                let shape = |value: u32| {
+                    if m.generates_text() {
+                        value.to_string()
+                    } else {
+                        "-".to_string()
+                    }
+                };
                 vec![
                     m.name.clone(),
                     count(m.params_b),
                     opt(m.active_params_b),
-                    m.layers.to_string(),
-                    m.hidden_size.to_string(),
-                    m.heads.to_string(),
-                    m.kv_heads.to_string(),
-                    m.head_dim.to_string(),
-                    m.vocab_size.to_string(),
-                    m.max_context.to_string(),
+                    shape(m.layers),
+                    shape(m.hidden_size),
+                    shape(m.heads),
+                    shape(m.kv_heads),
+                    shape(m.head_dim),
+                    shape(m.vocab_size),
+                    if m.generates_text() {
+                        m.max_context.to_string()
+                    } else {
+                        m.task.clone()
+                    },
                     m.dtype.clone(),
                 ]
             })

@@ -194,8 +194,8 @@ pub fn engine_for(
     if !layout.model.generates_text() {
         return Err(LayoutRejected {
             reason: format!(
-                "capplan's engine simulates text-generating decoder models; {} is a {} model: \
-                 measure it with `capplan probe` and plan from the run",
+                "capplan's engine simulates text-generating decoder models; {} is not one \
+                 (task: {}): measure it with `capplan probe` and plan from the run",
                 layout.model.name, layout.model.task
             ),
         });
