@@ -176,7 +176,8 @@ async fn paddle_like_image_service_knee_c_star_and_cards() {
     assert_eq!(rows.lines().count(), 1 + 8, "no level measured twice");
 
     // 2. C* at the knee for p99 ≤ 100 ms: 8 users (see `image_service`); 9 only if the
-    //    rotation happens to spare the 99th percentile, never 10. A p99 needs over 500
+    //    rotation happens to spare the 99th percentile, never 10; 7 or 6 when a loaded machine
+    //    adds over 4 ms to more than 1 % of the requests at 8 (then 8 × 10.5 + 4 × δ > 100). A p99 needs over 500
     //    requests a level before its interval closes; the search starts at 4 users to spend
     //    fewer.
     let search = capplan_beside_the_stub(&probe_with(&[
@@ -192,7 +193,7 @@ async fn paddle_like_image_service_knee_c_star_and_cards() {
     let report = common::json(&search);
     let c_star = report["result"]["c_star"].as_u64().unwrap();
     assert!(
-        (7..=9).contains(&c_star),
+        (6..=9).contains(&c_star),
         "C* {c_star}: {}",
         report["limit"]
     );
@@ -366,13 +367,14 @@ async fn djl_like_locust_users_time_out_as_failures() {
 }
 
 /// perf_analyzer's rule: windows until the last three agree within 10 % on throughput and on
-/// the percentile's latency. A steady server (two workers, 20 ms) agrees at the third window;
+/// the percentile's latency. A steady server (two workers, 40 ms) agrees within ten windows
+/// (at the third unless the machine's noise moves a window's p95 by 4 ms);
 /// one that slows down by 1 % a request (22 % a window) never does, and is marked unstable after ten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stability_windows_follow_perf_analyzers_rule() {
     let steady = start(queue_server(
         2,
-        |_| Duration::from_millis(20),
+        |_| Duration::from_millis(40),
         |_| r#"{"generated_text":"ok","details":{"generated_tokens":2}}"#.into(),
     ))
     .await;
