@@ -221,6 +221,10 @@ fn probe_load_shapes_that_cannot_work() {
     );
     assert_input_error(&probe(&["--spawn-rate", "0"]), &["'0'", "users per second"]);
     assert_input_error(&probe(&["--stability", "150%"]), &["150%"]);
+    assert_input_error(
+        &probe(&["--stability", "10%", "--requests-per-user", "5"]),
+        &["--stability", "--requests-per-user"],
+    );
     // Nothing was measured, so nothing was written.
     let written: Vec<_> = std::fs::read_dir(&out)
         .unwrap()

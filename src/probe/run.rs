@@ -208,6 +208,12 @@ impl ProbeConfig {
                 self.layout.instances_per_card, self.layout.tp
             )));
         }
+        if self.load.requests_per_user.is_some() && self.load.stability.is_some() {
+            return Err(InputError::value(
+                "--stability measures until three windows agree, --requests-per-user stops after a \
+                 fixed budget: give one of them",
+            ));
+        }
         if self.load.requests_per_user == Some(0) {
             return Err(InputError::value("--requests-per-user must be at least 1"));
         }
