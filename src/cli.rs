@@ -296,7 +296,7 @@ pub struct ProbeArgs {
     /// With --url: the server runs F times faster than real time (`capplan serve
     /// --time-scale F`, a scaled stub); think times and timeouts are divided by F, measured
     /// times multiplied, so the run reads in the server's seconds
-    #[arg(long, default_value_t = 1.0, value_parser = parse_scale, conflicts_with = "sim")]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_scale, conflicts_with = "sim", value_name = "F")]
     pub time_scale: f64,
     /// Each user sends N requests per level, then stops (Locust's per-user budget); prompts
     /// come from one shared queue. The level counts every request after the warm-up
