@@ -120,6 +120,26 @@ fn memory_reports_the_fit() {
     // 80 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes.
     assert_eq!(fit["kv_bytes_per_token"], 327_680.0);
     assert!(fit["kv_tokens"].as_u64().unwrap() > 100_000);
+    // An image classifier: weights only (27.6 M parameters × 4 bytes), no KV cache.
+    let run = capplan(&["memory", "--model", "se-resnext50", "--card", "P40"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("fits") && run.stdout.contains("no KV cache"),
+        "{}",
+        run.stdout
+    );
+    let run = capplan(&[
+        "memory",
+        "--model",
+        "SE_ResNeXt50_32x4d",
+        "--card",
+        "P40",
+        "--format",
+        "json",
+    ]);
+    let fit = json(&run);
+    assert_eq!(fit["kv_tokens"], 0);
+    assert!((fit["weights_gb"].as_f64().unwrap() - 0.1104).abs() < 0.001);
 }
 
 #[test]

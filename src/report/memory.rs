@@ -17,7 +17,7 @@ impl Report for MemoryReport {
     fn document(&self) -> Document {
         let fit = &self.fit;
         let row = |name: &str, value: String| vec![name.to_string(), value];
-        let table = Table {
+        let mut table = Table {
             caption: None,
             headers: vec!["quantity".into(), "value".into()],
             rows: vec![
@@ -62,6 +62,14 @@ impl Report for MemoryReport {
                 ),
             ],
         };
+        if fit.kv_bytes_per_token == 0.0 {
+            // Not a decoder (an image classifier): no KV cache; what is left is headroom.
+            table.rows.truncate(4);
+            table.rows.push(row(
+                "left after weights and reserve",
+                format!("{:.2} GiB per card (no KV cache)", fit.kv_gib_per_card),
+            ));
+        }
         Document {
             heading: vec![format!(
                 "{} on {} × {}: {}",
