@@ -395,6 +395,7 @@ pub async fn run_probe(
         Some(path) => Some(Arc::new(LocalTokenizer::load(path)?)),
         None => None,
     };
+    let time_scale = config.target.time_scale();
     let endpoint_with = |api: Arc<dyn Api>| -> anyhow::Result<Endpoint> {
         Ok(Endpoint::new(
             base_url,
@@ -402,15 +403,14 @@ pub async fn run_probe(
             &config.served_model,
             api_key.clone(),
             config.stream,
-            Duration::from_secs_f64(config.timeout_s / config.target.time_scale()),
-            Duration::from_secs_f64(config.idle_timeout_s / config.target.time_scale()),
+            Duration::from_secs_f64(config.timeout_s / time_scale),
+            Duration::from_secs_f64(config.idle_timeout_s / time_scale),
             max_concurrency as usize,
         )?
         .with_metrics_url(config.metrics_url.clone())
         .with_tokenizer(tokenizer.clone()))
     };
     let endpoint = endpoint_with(api)?;
-    let time_scale = config.target.time_scale();
 
     let dir = match folder {
         RunFolder::New { out } => run_dir::create(
@@ -436,7 +436,7 @@ pub async fn run_probe(
     let mut step_number = 0u32;
     // A batch sweep's levels, replayed and measured: batch → mean E2E.
     let mut sweep: BTreeMap<u32, Option<f64>> = BTreeMap::new();
-    for recorded in run_dir::read_step_verdicts(&dir)? {
+    for recorded in run_dir::read_recorded_steps(&dir)? {
         let verdict = match recorded.verdict.as_str() {
             "pass" => Verdict::Pass,
             "fail" => Verdict::Fail,

@@ -209,7 +209,7 @@ pub struct RecordedStep {
 }
 
 /// The steps a run recorded, for `--resume`.
-pub fn read_step_verdicts(dir: &Path) -> std::io::Result<Vec<RecordedStep>> {
+pub fn read_recorded_steps(dir: &Path) -> std::io::Result<Vec<RecordedStep>> {
     let path = dir.join(STEPS_FILE);
     if !path.exists() {
         return Ok(Vec::new());

@@ -17,29 +17,35 @@ impl Report for MemoryReport {
     fn document(&self) -> Document {
         let fit = &self.fit;
         let row = |name: &str, value: String| vec![name.to_string(), value];
-        let mut table = Table {
-            caption: None,
-            headers: vec!["quantity".into(), "value".into()],
-            rows: vec![
-                row(
-                    "weights",
-                    format!(
-                        "{:.2} GB ({:.2} GiB) in {}",
-                        fit.weights_gb, fit.weights_gib, fit.dtype
-                    ),
+        let mut rows = vec![
+            row(
+                "weights",
+                format!(
+                    "{:.2} GB ({:.2} GiB) in {}",
+                    fit.weights_gb, fit.weights_gib, fit.dtype
                 ),
-                row(
-                    "weights per card",
-                    format!("{:.2} GiB", fit.weights_gib_per_card),
+            ),
+            row(
+                "weights per card",
+                format!("{:.2} GiB", fit.weights_gib_per_card),
+            ),
+            row(
+                "usable per card",
+                format!(
+                    "{:.2} GiB ({} GiB × {:.2})",
+                    fit.usable_gib_per_card, fit.card_memory_gib, fit.memory_utilization
                 ),
-                row(
-                    "usable per card",
-                    format!(
-                        "{:.2} GiB ({} GiB × {:.2})",
-                        fit.usable_gib_per_card, fit.card_memory_gib, fit.memory_utilization
-                    ),
-                ),
-                row("reserve per card", format!("{:.2} GiB", fit.reserve_gib)),
+            ),
+            row("reserve per card", format!("{:.2} GiB", fit.reserve_gib)),
+        ];
+        if fit.kv_bytes_per_token == 0.0 {
+            // Not a decoder (an image classifier): no KV cache; what is left is headroom.
+            rows.push(row(
+                "left after weights and reserve",
+                format!("{:.2} GiB per card (no KV cache)", fit.kv_gib_per_card),
+            ));
+        } else {
+            rows.extend([
                 row(
                     "KV cache per card",
                     format!("{:.2} GiB", fit.kv_gib_per_card),
@@ -60,16 +66,13 @@ impl Report for MemoryReport {
                         fit.context_tokens
                     ),
                 ),
-            ],
-        };
-        if fit.kv_bytes_per_token == 0.0 {
-            // Not a decoder (an image classifier): no KV cache; what is left is headroom.
-            table.rows.truncate(4);
-            table.rows.push(row(
-                "left after weights and reserve",
-                format!("{:.2} GiB per card (no KV cache)", fit.kv_gib_per_card),
-            ));
+            ]);
         }
+        let table = Table {
+            caption: None,
+            headers: vec!["quantity".into(), "value".into()],
+            rows,
+        };
         Document {
             heading: vec![format!(
                 "{} on {} × {}: {}",

@@ -45,7 +45,8 @@ pub struct CapacityPoint {
     pub cards_per_node: Option<u32>,
     pub instances_per_node: Option<u32>,
     /// Instances sharing one card (two server processes on one GPU); 1 normally. Each then
-    /// has 1/K of the card's memory and compute, and `users_per_instance` is per instance.
+    /// has 1/K of the card's memory, and `users_per_instance` is per instance (how they share
+    /// its compute is what the measurement shows).
     #[serde(skip_serializing_if = "is_one")]
     pub instances_per_card: u32,
     pub tp: u32,
