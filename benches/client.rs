@@ -21,7 +21,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capplan::probe::run::{run_probe, Input, LayoutInfo, ProbeConfig, RunFolder, Target};
+use capplan::probe::run::{
+    run_probe, runtime_for, Input, LayoutInfo, ProbeConfig, RunFolder, Target,
+};
 use capplan::probe::search::Ramp;
 use capplan::probe::selfcheck::process_cpu_seconds;
 use capplan::slo::{Percentile, Slo};
@@ -50,10 +52,9 @@ fn main() {
         .expect("stub URL");
     let base = line.trim().to_string();
     capplan::probe::client::install_crypto();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    // The runtime `capplan probe --url` runs on (one client thread unless
+    // CAPPLAN_BENCH_CLIENT_THREADS says otherwise, as `--client-threads` would).
+    let runtime = runtime_for(&config(1)).expect("runtime");
     println!(
         "client benchmark: stub TTFT {FIRST_TOKEN_MS} ms, then {TOKENS} tokens {TOKEN_GAP_MS} ms apart, in its own process"
     );
@@ -189,6 +190,10 @@ fn config(streams: u32) -> ProbeConfig {
         tokenizer: None,
         seed: 1,
         load: Default::default(),
+        client_threads: std::env::var("CAPPLAN_BENCH_CLIENT_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1),
         command: vec!["bench".into()],
     }
 }

@@ -181,6 +181,7 @@ fn main() {
                 tokenizer: None,
                 seed: 1,
                 load: Default::default(),
+                client_threads: 1,
                 command: vec!["bench".into()],
             };
             let report = run_probe(

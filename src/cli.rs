@@ -321,6 +321,10 @@ pub struct ProbeArgs {
     /// so far
     #[arg(long, default_value = "5%", value_parser = parse_share, value_name = "SHARE")]
     pub knee_jump: f64,
+    /// Threads the client reads streams on: one is the cheapest per request and keeps up with
+    /// about a thousand streams; raise it when the self-check flags the client
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), value_name = "N")]
+    pub client_threads: u16,
 }
 
 /// One serving instance: a model on TP cards, linked as in a node shape.
@@ -799,6 +803,7 @@ impl ProbeArgs {
                 batch_sizes: self.batch_sizes.clone(),
                 knee_jump: (!self.batch_sizes.is_empty()).then_some(self.knee_jump),
             },
+            client_threads: usize::from(self.client_threads),
             command: redact_command(std::env::args()),
         })
     }

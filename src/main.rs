@@ -174,10 +174,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                     },
                 ),
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
+            let runtime =
+                capplan::probe::run::runtime_for(&config).context("starting the async runtime")?;
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let report = runtime.block_on(async {
                 let (url, _server) = match (&config.target, &args.url) {

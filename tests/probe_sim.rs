@@ -72,6 +72,7 @@ fn config_at(model: &str, card: &str, tp: u32, ramp: Ramp, time_scale: f64) -> P
         tokenizer: None,
         seed: 1,
         load: Default::default(),
+        client_threads: 1,
         command: vec!["test".into()],
     }
 }

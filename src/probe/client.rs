@@ -1,9 +1,10 @@
 //! Sending one request and timing its stream.
 //!
-//! The start is taken just before the request is handed to the HTTP client; each event is timed
+//! The start is taken just before the request is handed to the transport; each event is timed
 //! by the read that brought its first byte (see [`super::sse`]). A request that does not finish
-//! cleanly is a failure with a kind, never a success with fewer tokens. One `reqwest::Client`
-//! (HTTP/1.1, TCP_NODELAY, a pool as large as the concurrency, no retries) serves all requests.
+//! cleanly is a failure with a kind, never a success with fewer tokens. One transport (HTTP/1.1,
+//! TCP_NODELAY, a pool as large as the concurrency, no retries but one for a stale kept-alive
+//! connection) serves all requests; see [`super::transport`] for which.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::api::{timings_from_headers, Api, Prompt, ServerTimings, StreamEnd, Usage};
 use super::record::{CountSource, FailureKind, Phase, RequestRecord};
 use super::sse::{SseDecoder, SseEvent};
+use super::transport::{Response, SendError, Transport};
 use crate::workload::tokens::LocalTokenizer;
 
 /// Installs rustls's ring provider, which every HTTPS-capable `reqwest::Client` in this crate's
@@ -32,6 +34,8 @@ pub struct Endpoint {
     include_usage: AtomicBool,
     pub timeout: Duration,
     pub idle_timeout: Duration,
+    transport: Transport,
+    /// For the server's `/metrics` (rarely asked; never timed).
     client: reqwest::Client,
     /// Counts tokens when the server reports no usage.
     tokenizer: Option<Arc<LocalTokenizer>>,
@@ -54,14 +58,17 @@ impl Endpoint {
         pool: usize,
     ) -> anyhow::Result<Endpoint> {
         install_crypto();
+        let connect_timeout = timeout.min(Duration::from_secs(30));
         let client = reqwest::Client::builder()
             .http1_only()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(pool.max(1))
-            .connect_timeout(timeout.min(Duration::from_secs(30)))
+            .connect_timeout(connect_timeout)
             .build()?;
+        let base = base.trim_end_matches('/').to_string();
         Ok(Endpoint {
-            base: base.trim_end_matches('/').to_string(),
+            transport: Transport::for_base(&base, client.clone(), connect_timeout, pool),
+            base,
             api,
             model: model.to_string(),
             api_key,
@@ -168,6 +175,10 @@ impl Endpoint {
     }
 }
 
+/// How long a finished stream's connection may take to end its body after the last event (most
+/// servers end it in the same write or the next) before it is closed instead of reused.
+const FINISH_LIMIT: Duration = Duration::from_millis(50);
+
 /// What one request measured, before it is filed under a step.
 #[derive(Debug, Clone)]
 pub struct Measured {
@@ -214,18 +225,14 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
             endpoint.stream,
             include_usage,
         );
-        let mut builder = endpoint
-            .client
-            .post(endpoint.url())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string());
-        if let Some(key) = &endpoint.api_key {
-            builder = builder.bearer_auth(key);
-        }
+        let (url, body) = (endpoint.url(), body.to_string());
         let start = Instant::now();
         let deadline = start + endpoint.timeout;
-        let sent = tokio::time::timeout_at(deadline.into(), builder.send()).await;
-        let response = match sent {
+        let sending = endpoint
+            .transport
+            .post(&url, body, endpoint.api_key.as_deref());
+        let sent = tokio::time::timeout_at(deadline.into(), sending).await;
+        let mut response = match sent {
             Err(_) => {
                 return failed(
                     start,
@@ -233,27 +240,33 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
                     prompt,
                 )
             }
-            Ok(Err(err)) if !retried_stale && stale_connection(&err) => {
+            Ok(Err(SendError::Stale)) if !retried_stale => {
                 // A kept-alive connection the server had already closed (llama.cpp closes
                 // every few requests without saying so): the request never reached it, so it
                 // is sent again, once, on a new connection, timed from the new send.
                 retried_stale = true;
                 continue;
             }
-            Ok(Err(err)) => {
+            Ok(Err(SendError::Stale)) => {
                 return failed(
                     start,
-                    fail(FailureKind::Connect, transport_message(&err)),
+                    fail(
+                        FailureKind::Connect,
+                        "request failed: the server closed the connection without a response",
+                    ),
                     prompt,
                 );
+            }
+            Ok(Err(SendError::Failed(message))) => {
+                return failed(start, fail(FailureKind::Connect, message), prompt);
             }
             Ok(Ok(response)) => response,
         };
         let status = response.status();
-        if !status.is_success() {
-            let text = read_text(response, deadline).await;
+        if !(200..300).contains(&status) {
+            let text = read_text(&mut response, deadline).await;
             // Some servers answer `stream_options` with 400: retry once without, remember it.
-            if status.as_u16() == 400 && include_usage && !retried_without_usage {
+            if status == 400 && include_usage && !retried_without_usage {
                 endpoint.include_usage.store(false, Ordering::Relaxed);
                 retried_without_usage = true;
                 continue;
@@ -262,10 +275,10 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
                 start,
                 Failure {
                     kind: FailureKind::Http,
-                    status: Some(status.as_u16()),
+                    status: Some(status),
                     message: format!(
                         "HTTP {}: {}",
-                        status.as_u16(),
+                        status,
                         text.chars().take(300).collect::<String>()
                     ),
                 },
@@ -276,7 +289,7 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
         let mut measured = if endpoint.stream {
             read_stream(endpoint, response, start, deadline, prompt).await
         } else {
-            read_whole(endpoint, response, start, deadline, prompt).await
+            read_whole(endpoint, &mut response, start, deadline, prompt).await
         };
         if let Some(headers) = headers {
             with_header_timings(&mut measured.record, headers);
@@ -310,48 +323,10 @@ fn with_header_timings(record: &mut RequestRecord, headers: ServerTimings) {
     }
 }
 
-/// Whether `err` is a pooled connection closed by the server before any byte of the response:
-/// hyper's "incomplete message" on a request that got no response at all.
-fn stale_connection(err: &reqwest::Error) -> bool {
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(err);
-    while let Some(cause) = source {
-        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
-            return hyper.is_incomplete_message();
-        }
-        source = cause.source();
-    }
-    false
-}
-
-/// The error's description without anything that could carry a secret (reqwest puts the URL in
-/// its messages; ours has none, but the probe does not rely on that).
-fn transport_message(err: &reqwest::Error) -> String {
-    let kind = if err.is_connect() {
-        "cannot connect"
-    } else if err.is_timeout() {
-        "timed out"
-    } else if err.is_body() || err.is_decode() {
-        "connection broke while reading"
-    } else {
-        "request failed"
-    };
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(err);
-    let mut detail = String::new();
-    while let Some(cause) = source {
-        detail = cause.to_string();
-        source = cause.source();
-    }
-    if detail.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}: {detail}")
-    }
-}
-
-async fn read_text(response: reqwest::Response, deadline: Instant) -> String {
-    match tokio::time::timeout_at(deadline.into(), response.bytes()).await {
-        Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        _ => String::new(),
+async fn read_text(response: &mut Response, deadline: Instant) -> String {
+    match response.bytes(deadline).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => String::new(),
     }
 }
 
@@ -395,7 +370,7 @@ struct Chunk {
 
 async fn read_stream(
     endpoint: &Endpoint,
-    mut response: reqwest::Response,
+    mut response: Response,
     start: Instant,
     deadline: Instant,
     prompt: &Prompt,
@@ -451,9 +426,9 @@ async fn read_stream(
                 continue;
             }
         };
-        let bytes = match read {
-            Err(err) => {
-                failure = Some(fail(FailureKind::Reset, transport_message(&err)));
+        let (bytes, now) = match read {
+            Err(message) => {
+                failure = Some(fail(FailureKind::Reset, message));
                 break;
             }
             Ok(None) => {
@@ -462,13 +437,12 @@ async fn read_stream(
                 done = body_end_completes && whole_events > 0 && !decoder.has_partial();
                 break;
             }
-            Ok(Some(bytes)) => bytes,
+            Ok(Some(read)) => read,
         };
-        let now = Instant::now();
         last_read = now;
         end = now;
         events.clear();
-        decoder.feed(&bytes, now, &mut events);
+        decoder.feed(bytes, now, &mut events);
         for event in events.drain(..) {
             whole_events += 1;
             if event.data.trim() == "[DONE]" {
@@ -527,6 +501,11 @@ async fn read_stream(
         }
     }
 
+    if done && failure.is_none() {
+        // Untimed: the request ended at its last event. Reading the body's end keeps the
+        // connection for the user's next request.
+        response.finish(FINISH_LIMIT).await;
+    }
     if failure.is_none() && !done {
         failure = Some(if !is_event_stream && chunks.is_empty() {
             fail(
@@ -626,27 +605,21 @@ fn inter_token_latencies(chunks: &[Chunk], tokens: u32) -> Vec<f64> {
 
 async fn read_whole(
     endpoint: &Endpoint,
-    response: reqwest::Response,
+    response: &mut Response,
     start: Instant,
     deadline: Instant,
     prompt: &Prompt,
 ) -> Measured {
-    let body = match tokio::time::timeout_at(deadline.into(), response.bytes()).await {
-        Err(_) => {
+    let body = match response.bytes(deadline).await {
+        Err(_) if Instant::now() >= deadline => {
             return failed(
                 start,
                 fail(FailureKind::Timeout, "no whole body before the deadline"),
                 prompt,
             )
         }
-        Ok(Err(err)) => {
-            return failed(
-                start,
-                fail(FailureKind::Reset, transport_message(&err)),
-                prompt,
-            )
-        }
-        Ok(Ok(body)) => body,
+        Err(message) => return failed(start, fail(FailureKind::Reset, message), prompt),
+        Ok(body) => body,
     };
     let e2e = start.elapsed().as_secs_f64();
     match endpoint.api.read_whole(&body) {

@@ -13,4 +13,5 @@ pub mod search;
 pub mod selfcheck;
 pub mod sse;
 pub mod step;
+pub mod transport;
 pub mod verdict;

@@ -168,8 +168,39 @@ pub struct ProbeConfig {
     /// Per-user budgets, spawn rate, stability windows, batch sizes.
     #[serde(default)]
     pub load: LoadShape,
+    /// Threads the client reads streams on (see [`runtime_for`]).
+    #[serde(default = "one_thread")]
+    pub client_threads: usize,
     /// The command line, for the record.
     pub command: Vec<String>,
+}
+
+fn one_thread() -> usize {
+    1
+}
+
+/// The async runtime a probe of `config` runs on.
+///
+/// Against a URL the client runs on one thread unless asked for more: every token arrives as a
+/// TCP segment, and on one thread a wake-up reads whatever segments arrived meanwhile, with no
+/// hand-over between threads — measured with `cargo bench --bench client`, the cheapest way to
+/// read hundreds of streams per core. One thread keeps up with about a thousand streams at
+/// 10 ms per token on a laptop-class core; beyond that the self-check flags the client as the
+/// bottleneck and `--client-threads` spreads the users over more. The simulated engine of
+/// `--sim` runs in the same process, so it gets every core.
+pub fn runtime_for(config: &ProbeConfig) -> std::io::Result<tokio::runtime::Runtime> {
+    match (&config.target, config.client_threads) {
+        (Target::Url { .. }, 0 | 1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        (Target::Url { .. }, threads) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build(),
+        (Target::Sim { .. }, _) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    }
 }
 
 impl ProbeConfig {

@@ -18,7 +18,7 @@ pub struct ClientCheck {
     pub loop_lag_max_ms: f64,
     /// Client CPU seconds per wall second (1.0 = one core busy).
     pub cpu_cores: f64,
-    /// Cores available.
+    /// Cores the client could use (the machine's, capped by its threads).
     pub cores: usize,
     /// Whether the client may have distorted this step's latencies.
     pub bottleneck: bool,
@@ -74,7 +74,11 @@ impl Watch {
         } else {
             crate::stats::quantile_sorted(&lags, 0.99)
         };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // The cores the client can use: the machine's, or fewer when it reads on fewer
+        // threads (`--client-threads`; the request log's writer thread is not counted).
+        let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = tokio::runtime::Handle::try_current()
+            .map_or(machine, |h| h.metrics().num_workers().clamp(1, machine));
         ClientCheck {
             loop_lag_p99_ms: p99,
             loop_lag_max_ms: lags.last().copied().unwrap_or(0.0),

@@ -55,26 +55,29 @@ impl SseDecoder {
                 bytes = rest;
             }
         }
-        for &byte in bytes {
-            if self.after_cr {
-                self.after_cr = false;
-                if byte == b'\n' {
-                    continue;
-                }
+        while !bytes.is_empty() {
+            if std::mem::take(&mut self.after_cr) && bytes[0] == b'\n' {
+                bytes = &bytes[1..];
+                continue;
             }
-            match byte {
-                b'\n' => self.end_line(at, out),
-                b'\r' => {
-                    self.end_line(at, out);
-                    self.after_cr = true;
+            // A line's bytes are copied as one run, not byte by byte: this loop runs for every
+            // byte a probe receives.
+            let end = bytes
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .unwrap_or(bytes.len());
+            if end > 0 {
+                if self.line.is_empty() && self.first_byte_at.is_none() {
+                    self.first_byte_at = Some(at);
                 }
-                _ => {
-                    if self.line.is_empty() && self.first_byte_at.is_none() {
-                        self.first_byte_at = Some(at);
-                    }
-                    self.line.push(byte);
-                }
+                self.line.extend_from_slice(&bytes[..end]);
             }
+            let Some(&terminator) = bytes.get(end) else {
+                break;
+            };
+            self.end_line(at, out);
+            self.after_cr = terminator == b'\r';
+            bytes = &bytes[end + 1..];
         }
     }
 
@@ -105,8 +108,15 @@ impl SseDecoder {
             self.dispatch(out);
             return;
         }
-        let line = std::mem::take(&mut self.line);
-        let Ok(text) = String::from_utf8(line) else {
+        // Taken and put back (cleared) so the line buffer keeps its capacity.
+        let mut line = std::mem::take(&mut self.line);
+        self.field(&line, at);
+        line.clear();
+        self.line = line;
+    }
+
+    fn field(&mut self, line: &[u8], at: Instant) {
+        let Ok(text) = std::str::from_utf8(line) else {
             self.invalid_lines += 1;
             return;
         };
@@ -123,7 +133,7 @@ impl SseDecoder {
         }
         let (field, value) = match text.split_once(':') {
             Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (text.as_str(), ""),
+            None => (text, ""),
         };
         match field {
             "data" => match &mut self.data {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::Serialize;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use super::client::{send, Endpoint};
 use super::metrics::{self, MetricsSplit};
@@ -135,8 +135,10 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     // Counted slots handed out so far: a worker claims one against the current target, so a
     // target raised later (an inconclusive step) is filled exactly, whatever the timing.
     let claimed = Arc::new(AtomicUsize::new(0));
+    // Set when the step has what it needs; workers then stop at their next request and are
+    // aborted where they wait (a request in flight, a think time), so nothing waits on a stop
+    // signal while reading: a select on one would be polled again for every chunk received.
     let stop = Arc::new(AtomicBool::new(false));
-    let stopped = Arc::new(Notify::new());
     // Users started so far (all at once unless a spawn rate staggers them).
     let spawned = Arc::new(AtomicUsize::new(0));
     // Under a per-user budget every request after the warm-up counts, without a target.
@@ -149,12 +151,11 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     let mut workers = Workers(Vec::new());
     for worker in 0..spec.concurrency {
         let ctx = ctx.clone();
-        let (next, target, claimed, stop, stopped, done_tx, spawned) = (
+        let (next, target, claimed, stop, done_tx, spawned) = (
             next.clone(),
             target.clone(),
             claimed.clone(),
             stop.clone(),
-            stopped.clone(),
             done_tx.clone(),
             spawned.clone(),
         );
@@ -163,10 +164,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                 StdRng::seed_from_u64(ctx.seed ^ (u64::from(spec.step) << 32) ^ u64::from(worker));
             if let Some(rate) = spec.spawn_rate.filter(|r| *r > 0.0) {
                 let delay = f64::from(worker) / rate / ctx.time_scale;
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs_f64(delay)) => {}
-                    _ = stopped.notified() => return,
-                }
+                tokio::time::sleep(Duration::from_secs_f64(delay)).await;
             }
             spawned.fetch_add(1, Ordering::SeqCst);
             let mut sent_by_me = 0usize;
@@ -186,10 +184,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                 };
                 let prompt = ctx.prompts.prompt(&ctx.run_tag, spec.step, n, ctx.seed);
                 let max_tokens = ctx.output_tokens.sample(&mut rng);
-                let measured = tokio::select! {
-                    measured = send(&ctx.endpoint, &prompt, max_tokens) => measured,
-                    _ = stopped.notified() => break,
-                };
+                let measured = send(&ctx.endpoint, &prompt, max_tokens).await;
                 let mut record = measured.record;
                 scale(&mut record, ctx.time_scale);
                 record.step = spec.step;
@@ -203,10 +198,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                 }
                 let think = ctx.think_time.sample(&mut rng) / ctx.time_scale;
                 if think > 0.0 {
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs_f64(think)) => {}
-                        _ = stopped.notified() => break,
-                    }
+                    tokio::time::sleep(Duration::from_secs_f64(think)).await;
                 }
             }
         }));
@@ -273,7 +265,6 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         stable = Some(false);
     }
     stop.store(true, Ordering::Relaxed);
-    stopped.notify_waiters();
     for worker in std::mem::take(&mut workers.0) {
         worker.abort();
         let _ = worker.await;

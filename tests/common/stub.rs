@@ -34,6 +34,8 @@ pub enum Act {
 pub struct Received {
     /// Requests on this server so far, counting from 0.
     pub n: u64,
+    /// The connection it came on: connections accepted before it, counting from 0.
+    pub connection: u64,
     pub head: String,
     pub body: String,
     /// When the whole request had been read.
@@ -109,10 +111,13 @@ pub async fn start_with(script: Script, lateness: Arc<Lateness>) -> String {
     let url = format!("http://{}", listener.local_addr().expect("address"));
     let counter = Arc::new(AtomicU64::new(0));
     tokio::spawn(async move {
+        let mut accepted = 0;
         while let Ok((socket, _)) = listener.accept().await {
+            accepted += 1;
             let _ = socket.set_nodelay(true);
             tokio::spawn(connection(
                 socket,
+                accepted - 1,
                 script.clone(),
                 counter.clone(),
                 lateness.clone(),
@@ -124,6 +129,7 @@ pub async fn start_with(script: Script, lateness: Arc<Lateness>) -> String {
 
 async fn connection(
     mut socket: TcpStream,
+    index: u64,
     script: Script,
     counter: Arc<AtomicU64>,
     lateness: Arc<Lateness>,
@@ -135,6 +141,7 @@ async fn connection(
         };
         let received = Received {
             n: counter.fetch_add(1, Ordering::Relaxed),
+            connection: index,
             head,
             body,
             at: Instant::now(),
