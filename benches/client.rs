@@ -7,7 +7,10 @@
 //! writes are scheduled on an absolute clock and it reports how late they went out, so the true
 //! TTFT is 50 ms plus the stub's own lateness and the client's error is what remains. The
 //! whole probe runs (closed-loop step, request log on disk, judgement), not just the HTTP
-//! client, because that is what a user's probe costs.
+//! client, because that is what a user's probe costs. Beside each level a bare reader reads the
+//! same number of requests on as many connections doing nothing but `read` until each body
+//! ends: the part of the cost no client can avoid on this machine (mostly the kernel's, one TCP
+//! segment per token), so the ratio shows what the probe itself adds.
 //!
 //! Targets (issue 4): mean TTFT error ≤ 5 % at 512 streams; ≤ 0.4 client CPU-s per 1000
 //! requests. For scale: the public Python tools were reported at 59–516 ms mean TTFT against a
@@ -18,6 +21,7 @@ mod stub;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,9 @@ use capplan::probe::search::Ramp;
 use capplan::probe::selfcheck::process_cpu_seconds;
 use capplan::slo::{Percentile, Slo};
 use capplan::workload::{ThinkTime, TokenLengths};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
 use stub::{content, done, end, event, sse_head, usage, whole, Act, Lateness, Received, Script};
 
 const CHILD: &str = "CAPPLAN_CLIENT_BENCH_STUB";
@@ -139,6 +146,69 @@ async fn measure(base: &str, streams: u32) {
         );
     }
     let _ = std::fs::remove_dir_all(&out);
+    let (floor_user, floor_system) = bare_reader(base, streams, report.requests_sent).await;
+    let per_1000 = 1000.0 / report.requests_sent as f64;
+    println!(
+        "{:>8} a bare reader of the same {} requests (bytes only: no timing, parsing or records) spent {:.3} CPU-s/1000 req ({:.3} user + {:.3} kernel): the probe costs {:.2}× that",
+        "",
+        report.requests_sent,
+        (floor_user + floor_system) * per_1000,
+        floor_user * per_1000,
+        floor_system * per_1000,
+        (user + system) / (floor_user + floor_system),
+    );
+}
+
+/// The same streams read by the least any client must do: one connection per stream, a fixed
+/// request, reads until the chunked body's last chunk, nothing else. The kernel's share of
+/// receiving the tokens (one TCP segment each, its ACK, on loopback the ACK's delivery into
+/// the stub) is in this figure as in the probe's, so the two side by side show what the
+/// probe itself adds. Returns (user, system) CPU seconds.
+async fn bare_reader(base: &str, streams: u32, requests: usize) -> (f64, f64) {
+    let authority = base.trim_start_matches("http://").to_string();
+    let body = r#"{"model":"stub","messages":[{"role":"user","content":"bare"}],"max_tokens":64,"stream":true}"#;
+    let request: Arc<[u8]> = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+    .into();
+    let left = Arc::new(AtomicUsize::new(requests));
+    let before = user_system_seconds();
+    let mut readers = Vec::new();
+    for _ in 0..streams {
+        let (authority, request, left) = (authority.clone(), request.clone(), left.clone());
+        readers.push(tokio::spawn(async move {
+            let mut socket = TcpStream::connect(authority.as_str()).await.ok()?;
+            socket.set_nodelay(true).ok()?;
+            let mut buffer = vec![0u8; 16 * 1024];
+            while left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                socket.write_all(&request).await.ok()?;
+                let mut tail = [0u8; 5];
+                while &tail != b"0\r\n\r\n" {
+                    let n = socket.read(&mut buffer).await.ok()?;
+                    if n == 0 {
+                        return None;
+                    }
+                    for &byte in &buffer[n.saturating_sub(5)..n] {
+                        tail.rotate_left(1);
+                        tail[4] = byte;
+                    }
+                }
+            }
+            Some(())
+        }));
+    }
+    for reader in readers {
+        let _ = reader.await;
+    }
+    match (before, user_system_seconds()) {
+        (Some(a), Some(b)) => (b.0 - a.0, b.1 - a.1),
+        _ => (f64::NAN, f64::NAN),
+    }
 }
 
 fn config(streams: u32) -> ProbeConfig {
