@@ -24,10 +24,9 @@ use tokio::net::TcpStream;
 use super::chunked::{ChunkedDecoder, ChunkedError};
 use super::SendError;
 
-/// Largest response head accepted.
-const MAX_HEAD: usize = 64 * 1024;
 /// Read buffer per connection: a token event is ~100–300 bytes, a whole response may be larger
-/// (it is gathered elsewhere; this only bounds one read).
+/// (it is gathered elsewhere; this only bounds one read). It also bounds a response head: one
+/// that does not fit fails in [`Connection::fill`].
 const READ_BUFFER: usize = 16 * 1024;
 const MAX_HEADERS: usize = 100;
 
@@ -202,11 +201,6 @@ async fn read_head(
             Err(err) => return Err(SendError::Failed(format!("invalid HTTP response: {err}"))),
         };
         let Some(head_len) = head_len else {
-            if pending.len() >= MAX_HEAD {
-                return Err(SendError::Failed(
-                    "invalid HTTP response: head too large".into(),
-                ));
-            }
             match connection.fill().await {
                 Ok((0, _)) if reused && !received_any => return Err(SendError::Stale),
                 Ok((0, _)) => {
