@@ -6,13 +6,15 @@
 //! TCP_NODELAY, a pool as large as the concurrency, no retries but one for a stale kept-alive
 //! connection) serves all requests; see [`super::transport`] for which.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::api::{timings_from_headers, Api, Prompt, ServerTimings, StreamEnd, Usage};
 use super::record::{CountSource, FailureKind, Phase, RequestRecord};
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::SseDecoder;
 use super::transport::{Response, SendError, Transport};
 use crate::workload::tokens::LocalTokenizer;
 
@@ -287,7 +289,7 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
         }
         let headers = timings_from_headers(response.headers());
         let mut measured = if endpoint.stream {
-            read_stream(endpoint, response, start, deadline, prompt).await
+            read_stream(endpoint, response, start, deadline, prompt, max_tokens).await
         } else {
             read_whole(endpoint, &mut response, start, deadline, prompt).await
         };
@@ -368,138 +370,212 @@ struct Chunk {
     chars: usize,
 }
 
+/// What a stream has said so far, fed each read as it arrives.
+///
+/// Laid out by hand (`repr(C)`, the fields every read touches first, the whole aligned to a
+/// cache line): a probe wakes each of hundreds of streams once per token, and by then the
+/// others have pushed this one's state out of the CPU cache, so the client's cost per token is
+/// mostly how many cache lines of it a read touches, not how many instructions it runs.
+#[repr(C, align(64))]
+struct StreamReader<'a> {
+    endpoint: &'a Endpoint,
+    chunks: Vec<Chunk>,
+    whole_events: usize,
+    first_visible: Option<Instant>,
+    /// The stream said it is complete (`[DONE]`, or the API's last event).
+    done: bool,
+    last_event_completes: bool,
+    decoder: SseDecoder,
+    // Touched only when an event reports them, or at the end.
+    usage: Usage,
+    /// Kept only when a local tokenizer may have to count it.
+    text: String,
+    server_timings: Option<ServerTimings>,
+    failure: Option<Failure>,
+}
+
+impl<'a> StreamReader<'a> {
+    fn new(endpoint: &'a Endpoint, max_tokens: u32) -> StreamReader<'a> {
+        StreamReader {
+            endpoint,
+            decoder: SseDecoder::new(),
+            // Room for every token asked for (and the role and usage chunks): no regrowth
+            // mid-stream.
+            chunks: Vec::with_capacity(max_tokens.min(1 << 16) as usize + 2),
+            first_visible: None,
+            usage: Usage::default(),
+            text: String::new(),
+            server_timings: None,
+            done: false,
+            whole_events: 0,
+            last_event_completes: endpoint.api.stream_end() == StreamEnd::LastEvent,
+            failure: None,
+        }
+    }
+
+    /// Takes the bytes of one read that returned at `at`; returns whether reading is over (the
+    /// stream completed, or failed).
+    fn take(&mut self, bytes: &[u8], at: Instant) -> bool {
+        let mut rest = bytes;
+        while let Some(event) = self.decoder.next_event(&mut rest, at) {
+            self.whole_events += 1;
+            if event.data.trim() == "[DONE]" {
+                // Servers may keep the connection open after [DONE]; we are finished.
+                self.done = true;
+                return true;
+            }
+            if event.event == Some("error") {
+                self.failure = Some(fail(
+                    FailureKind::StreamError,
+                    format!("error event: {}", clip(event.data)),
+                ));
+                return true;
+            }
+            let meaning = match self.endpoint.api.read_event(event.data) {
+                Ok(meaning) => meaning,
+                Err(problem) => {
+                    self.failure = Some(fail(
+                        FailureKind::StreamError,
+                        format!("{problem}: {}", clip(event.data)),
+                    ));
+                    return true;
+                }
+            };
+            let first_byte_at = event.first_byte_at;
+            if let Some(error) = meaning.error {
+                self.failure = Some(fail(
+                    FailureKind::StreamError,
+                    format!("error in the stream: {}", clip(&error)),
+                ));
+                return true;
+            }
+            if meaning.server_timings.is_some() {
+                self.server_timings = meaning.server_timings;
+            }
+            if let Some(reported) = meaning.usage {
+                // Running totals: the last report is the total.
+                let usage = &mut self.usage;
+                usage.prompt_tokens = reported.prompt_tokens.or(usage.prompt_tokens);
+                usage.completion_tokens = reported.completion_tokens.or(usage.completion_tokens);
+            }
+            if meaning.generated {
+                if self.endpoint.tokenizer.is_some() {
+                    self.text.push_str(&meaning.text);
+                }
+                self.chunks.push(Chunk {
+                    at: first_byte_at,
+                    chars: meaning.text_chars.max(1),
+                });
+            }
+            if meaning.visible && self.first_visible.is_none() {
+                self.first_visible = Some(first_byte_at);
+            }
+            if meaning.last && self.last_event_completes {
+                self.done = true;
+                return true;
+            }
+        }
+        false
+    }
+}
+
 async fn read_stream(
     endpoint: &Endpoint,
     mut response: Response,
     start: Instant,
     deadline: Instant,
     prompt: &Prompt,
+    max_tokens: u32,
 ) -> Measured {
     let is_event_stream = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    let mut decoder = SseDecoder::new();
-    let mut events: Vec<SseEvent> = Vec::new();
-    let mut chunks: Vec<Chunk> = Vec::new();
-    let mut first_visible: Option<Instant> = None;
-    let mut usage = Usage::default();
-    // Kept only when a local tokenizer may have to count it.
-    let mut text = String::new();
-    let mut server_timings = None;
-    let mut done = false;
-    let mut whole_events = 0usize;
     let body_end_completes = endpoint.api.stream_end() == StreamEnd::BodyEnd;
-    let last_event_completes = endpoint.api.stream_end() == StreamEnd::LastEvent;
+    let mut reader = StreamReader::new(endpoint, max_tokens);
     let mut end = start;
-    let mut failure: Option<Failure> = None;
 
-    // One timer per request, re-armed only when it fires: resetting a timer for every chunk
-    // costs more CPU than the rest of reading it. When it fires, the stream has been silent
-    // for the idle timeout only if nothing arrived since it was armed.
+    // One timer per request, re-armed only when it is due: resetting a timer for every chunk
+    // costs more CPU than the rest of reading it. When it is due, the stream has been silent
+    // for the idle timeout only if nothing arrived since it was armed. It is polled (its waker
+    // registered) once after each arming and whenever the task wakes without a read to take,
+    // not after every read: a read that comes after its time is checked against it instead.
     let mut last_read = Instant::now();
-    let timer = tokio::time::sleep_until((last_read + endpoint.idle_timeout).min(deadline).into());
+    let mut due = (last_read + endpoint.idle_timeout).min(deadline);
+    let timer = tokio::time::sleep_until(due.into());
     tokio::pin!(timer);
-    'reading: while !done {
-        let read = tokio::select! {
-            biased;
-            read = response.chunk() => read,
-            () = &mut timer => {
-                let now = Instant::now();
-                if now >= deadline {
-                    failure = Some(fail(
-                        FailureKind::Timeout,
-                        "the request's deadline passed mid-stream",
-                    ));
-                    break;
-                }
-                let idle_until = last_read + endpoint.idle_timeout;
-                if now >= idle_until {
-                    failure = Some(fail(
-                        FailureKind::Idle,
-                        format!("no byte for {:.1} s", endpoint.idle_timeout.as_secs_f64()),
-                    ));
-                    break;
-                }
-                timer.as_mut().reset(idle_until.min(deadline).into());
-                continue;
+    let mut timer_polled = false;
+    let mut just_read = false;
+    loop {
+        let mut skip_timer = just_read && timer_polled;
+        let read = std::future::poll_fn(|cx| match response.poll_chunk(cx) {
+            Poll::Ready(read) => Poll::Ready(Some(read)),
+            Poll::Pending if std::mem::take(&mut skip_timer) => Poll::Pending,
+            Poll::Pending => {
+                timer_polled = true;
+                timer.as_mut().poll(cx).map(|()| None)
             }
-        };
-        let (bytes, now) = match read {
-            Err(message) => {
-                failure = Some(fail(FailureKind::Reset, message));
+        })
+        .await;
+        let now = match read {
+            // The timer fired.
+            None => Instant::now(),
+            Some(Err(message)) => {
+                reader.failure = Some(fail(FailureKind::Reset, message));
                 break;
             }
-            Ok(None) => {
+            Some(Ok(None)) => {
                 // A clean end of the body completes a stream only for APIs that end that way,
                 // and only after whole events (a cut one is truncated).
-                done = body_end_completes && whole_events > 0 && !decoder.has_partial();
+                reader.done =
+                    body_end_completes && reader.whole_events > 0 && !reader.decoder.has_partial();
                 break;
             }
-            Ok(Some(read)) => read,
-        };
-        last_read = now;
-        end = now;
-        events.clear();
-        decoder.feed(bytes, now, &mut events);
-        for event in events.drain(..) {
-            whole_events += 1;
-            if event.data.trim() == "[DONE]" {
-                done = true;
-                // Servers may keep the connection open after [DONE]; we are finished.
-                continue 'reading;
-            }
-            if event.event.as_deref() == Some("error") {
-                failure = Some(fail(
-                    FailureKind::StreamError,
-                    format!("error event: {}", clip(&event.data)),
-                ));
-                break 'reading;
-            }
-            let meaning = match endpoint.api.read_event(&event.data) {
-                Ok(meaning) => meaning,
-                Err(problem) => {
-                    failure = Some(fail(
-                        FailureKind::StreamError,
-                        format!("{problem}: {}", clip(&event.data)),
-                    ));
-                    break 'reading;
+            Some(Ok(Some(at))) => {
+                last_read = at;
+                end = at;
+                just_read = true;
+                if reader.take(response.last_chunk(), at) {
+                    break;
                 }
-            };
-            if let Some(error) = meaning.error {
-                failure = Some(fail(
-                    FailureKind::StreamError,
-                    format!("error in the stream: {}", clip(&error)),
-                ));
-                break 'reading;
+                if at < due {
+                    continue;
+                }
+                at
             }
-            if meaning.server_timings.is_some() {
-                server_timings = meaning.server_timings;
-            }
-            if let Some(reported) = meaning.usage {
-                // Running totals: the last report is the total.
-                usage.prompt_tokens = reported.prompt_tokens.or(usage.prompt_tokens);
-                usage.completion_tokens = reported.completion_tokens.or(usage.completion_tokens);
-            }
-            if meaning.generated && endpoint.tokenizer.is_some() {
-                text.push_str(&meaning.text);
-            }
-            if meaning.generated {
-                chunks.push(Chunk {
-                    at: event.first_byte_at,
-                    chars: meaning.text_chars.max(1),
-                });
-            }
-            if meaning.visible && first_visible.is_none() {
-                first_visible = Some(event.first_byte_at);
-            }
-            if meaning.last && last_event_completes {
-                done = true;
-                continue 'reading;
-            }
+        };
+        just_read = false;
+        if now >= deadline {
+            reader.failure = Some(fail(
+                FailureKind::Timeout,
+                "the request's deadline passed mid-stream",
+            ));
+            break;
         }
+        let idle_until = last_read + endpoint.idle_timeout;
+        if now >= idle_until {
+            reader.failure = Some(fail(
+                FailureKind::Idle,
+                format!("no byte for {:.1} s", endpoint.idle_timeout.as_secs_f64()),
+            ));
+            break;
+        }
+        due = idle_until.min(deadline);
+        timer.as_mut().reset(due.into());
+        timer_polled = false;
     }
+    let StreamReader {
+        decoder,
+        chunks,
+        first_visible,
+        usage,
+        text,
+        server_timings,
+        done,
+        mut failure,
+        ..
+    } = reader;
 
     if done && failure.is_none() {
         // Untimed: the request ended at its last event. Reading the body's end keeps the

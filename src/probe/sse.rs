@@ -8,10 +8,15 @@
 //! `data` lines joined by `\n`; `event:`, `id:`, `retry:`; lines starting with `:` are comments
 //! (keep-alives); a UTF-8 BOM at the start is skipped; multi-byte characters may be split across
 //! reads.
+//!
+//! Events are pulled one at a time ([`SseDecoder::next_event`]) and lend their fields from the
+//! decoder's own buffers, which keep their capacity: a probe decodes tens of thousands of events
+//! a second, and an owned event per token (its `String`, the list it was pushed to) was memory
+//! the client had to allocate, fill, free and fetch back into cache for every token.
 
 use std::time::Instant;
 
-/// One dispatched event.
+/// One dispatched event, owned (see [`SseEventRef`] for the borrowed form the probe reads).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field, when the server named the event type.
@@ -22,19 +27,49 @@ pub struct SseEvent {
     pub first_byte_at: Instant,
 }
 
-/// Incremental decoder: feed it reads, collect events.
+/// One dispatched event, lent by the decoder until it is asked for the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEventRef<'a> {
+    pub event: Option<&'a str>,
+    pub data: &'a str,
+    pub id: Option<&'a str>,
+    /// When the read that brought this event's first byte completed.
+    pub first_byte_at: Instant,
+}
+
+impl SseEventRef<'_> {
+    pub fn to_owned_event(&self) -> SseEvent {
+        SseEvent {
+            event: self.event.map(String::from),
+            data: self.data.to_string(),
+            id: self.id.map(String::from),
+            first_byte_at: self.first_byte_at,
+        }
+    }
+}
+
+/// Incremental decoder: give it reads, take events.
+///
+/// `repr(C)` so the fields every read touches come first and stay together (see the probe's
+/// `StreamReader`, which holds one per stream).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct SseDecoder {
-    /// Bytes of the current, unfinished line.
-    line: Vec<u8>,
+    /// The fields below belong to an event already handed out: cleared at the next call.
+    handed_out: bool,
     /// The previous read ended in `\r`: a `\n` at the start of the next one belongs to it.
     after_cr: bool,
     started: bool,
-    event: Option<String>,
-    data: Option<String>,
-    id: Option<String>,
+    has_data: bool,
     /// When the current event's first byte arrived.
     first_byte_at: Option<Instant>,
+    /// The current event's data lines, joined; meaningful only while `has_data`.
+    data: String,
+    /// Bytes of the current line when it started in an earlier read (a line that is whole
+    /// within one read is parsed where it lies).
+    line: Vec<u8>,
+    event: Option<String>,
+    id: Option<String>,
     /// Comment lines seen (keep-alives).
     pub comments: u64,
     /// Lines that were not UTF-8 or not a known field.
@@ -46,79 +81,143 @@ impl SseDecoder {
         SseDecoder::default()
     }
 
-    /// Decodes `bytes` (one read, completed at `at`), appending finished events to `out`.
-    pub fn feed(&mut self, bytes: &[u8], at: Instant, out: &mut Vec<SseEvent>) {
-        let mut bytes = bytes;
+    /// Decodes from the front of `bytes` (one read, completed at `at`) up to the end of the
+    /// next event and returns it, leaving `bytes` at what follows; `None` once `bytes` is used
+    /// up without finishing an event (its start is kept for the next read). Call again with
+    /// the rest of the same read until it returns `None`.
+    ///
+    /// An event whose one `data` line lies whole in this read lends that line where it lies,
+    /// in the read's buffer, which the socket read just filled: copying it into a buffer of the
+    /// decoder's own would bring that buffer's cache line back from memory on every token.
+    pub fn next_event<'r, 'b: 'r>(
+        &'r mut self,
+        bytes: &mut &'b [u8],
+        at: Instant,
+    ) -> Option<SseEventRef<'r>> {
+        if std::mem::take(&mut self.handed_out) {
+            self.clear_event();
+        }
         if !self.started && !bytes.is_empty() {
             self.started = true;
             if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
-                bytes = rest;
+                *bytes = rest;
             }
         }
+        // The current event's data while it is one line of this read (then `data` is empty).
+        let mut lent: Option<&'b str> = None;
         while !bytes.is_empty() {
             if std::mem::take(&mut self.after_cr) && bytes[0] == b'\n' {
-                bytes = &bytes[1..];
+                *bytes = &bytes[1..];
                 continue;
             }
-            // A line's bytes are copied as one run, not byte by byte: this loop runs for every
-            // byte a probe receives.
+            // Found as one run, not byte by byte: this loop runs for every byte a probe reads.
             let end = bytes
                 .iter()
                 .position(|&b| b == b'\n' || b == b'\r')
                 .unwrap_or(bytes.len());
-            if end > 0 {
+            let Some(&terminator) = bytes.get(end) else {
+                // An unfinished line: kept until a later read ends it.
                 if self.line.is_empty() && self.first_byte_at.is_none() {
                     self.first_byte_at = Some(at);
                 }
-                self.line.extend_from_slice(&bytes[..end]);
-            }
-            let Some(&terminator) = bytes.get(end) else {
+                self.line.extend_from_slice(bytes);
+                *bytes = &[];
                 break;
             };
-            self.end_line(at, out);
+            let whole: &'b [u8] = &bytes[..end];
             self.after_cr = terminator == b'\r';
-            bytes = &bytes[end + 1..];
+            *bytes = &bytes[end + 1..];
+            if !self.line.is_empty() {
+                // Taken and put back (cleared) so the line buffer keeps its capacity.
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(whole);
+                if let Some(value) = self.field(&line, at) {
+                    self.add_data(&mut lent, value);
+                }
+                line.clear();
+                self.line = line;
+            } else if !whole.is_empty() {
+                if let Some(value) = self.field(whole, at) {
+                    if self.has_data {
+                        self.add_data(&mut lent, value);
+                    } else {
+                        lent = Some(value);
+                        self.has_data = true;
+                    }
+                }
+            } else if self.dispatch() {
+                return Some(self.handed(lent));
+            }
+        }
+        // The event goes on in a later read: what this one lent is copied before it goes.
+        if let Some(lent) = lent {
+            self.data.push_str(lent);
+        }
+        None
+    }
+
+    /// Appends a further data line to the current event's data (which stops being lent).
+    fn add_data(&mut self, lent: &mut Option<&str>, value: &str) {
+        if let Some(first) = lent.take() {
+            self.data.push_str(first);
+        }
+        if self.has_data {
+            self.data.push('\n');
+        }
+        self.data.push_str(value);
+        self.has_data = true;
+    }
+
+    /// Decodes all of `bytes` (one read, completed at `at`), appending finished events to
+    /// `out` as owned values.
+    pub fn feed(&mut self, bytes: &[u8], at: Instant, out: &mut Vec<SseEvent>) {
+        let mut rest = bytes;
+        while let Some(event) = self.next_event(&mut rest, at) {
+            out.push(event.to_owned_event());
         }
     }
 
     /// Whether bytes of an unfinished event are pending (the stream ended mid-event if so).
     pub fn has_partial(&self) -> bool {
-        !self.line.is_empty() || self.data.is_some()
+        !self.line.is_empty() || (self.has_data && !self.handed_out)
     }
 
     /// At the end of the stream: an event without its closing blank line. Per the standard it
     /// is discarded; we return it so the caller can count a stream that was cut mid-event.
     pub fn finish(&mut self) -> Option<SseEvent> {
+        if std::mem::take(&mut self.handed_out) {
+            self.clear_event();
+        }
         if !self.line.is_empty() {
             let at = self.first_byte_at.unwrap_or_else(Instant::now);
-            let mut ignored = Vec::new();
-            self.end_line(at, &mut ignored);
+            let line = std::mem::take(&mut self.line);
+            if let Some(value) = self.field(&line, at) {
+                self.add_data(&mut None, value);
+            }
         }
-        let data = self.data.take()?;
+        if !std::mem::take(&mut self.has_data) {
+            return None;
+        }
         Some(SseEvent {
             event: self.event.take(),
-            data,
+            data: std::mem::take(&mut self.data),
             id: self.id.take(),
             first_byte_at: self.first_byte_at.take().unwrap_or_else(Instant::now),
         })
     }
 
-    fn end_line(&mut self, at: Instant, out: &mut Vec<SseEvent>) {
-        if self.line.is_empty() {
-            self.dispatch(out);
-            return;
-        }
-        // Taken and put back (cleared) so the line buffer keeps its capacity.
-        let mut line = std::mem::take(&mut self.line);
-        self.field(&line, at);
-        line.clear();
-        self.line = line;
+    fn clear_event(&mut self) {
+        self.event = None;
+        self.id = None;
+        self.data.clear();
+        self.has_data = false;
     }
 
-    fn field(&mut self, line: &[u8], at: Instant) {
+    /// Reads one non-blank line; a `data` line's value is returned for the caller to add.
+    fn field<'l>(&mut self, line: &'l [u8], at: Instant) -> Option<&'l str> {
         let Ok(text) = std::str::from_utf8(line) else {
             self.invalid_lines += 1;
-            return;
+            return None;
         };
         if self.first_byte_at.is_none() {
             self.first_byte_at = Some(at);
@@ -126,41 +225,47 @@ impl SseDecoder {
         if text.starts_with(':') {
             self.comments += 1;
             // A comment alone is not an event: don't let it date the next one.
-            if self.data.is_none() && self.event.is_none() {
+            if !self.has_data && self.event.is_none() {
                 self.first_byte_at = None;
             }
-            return;
+            return None;
         }
         let (field, value) = match text.split_once(':') {
             Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
             None => (text, ""),
         };
         match field {
-            "data" => match &mut self.data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
-                }
-                None => self.data = Some(value.to_string()),
-            },
+            "data" => return Some(value),
             "event" => self.event = Some(value.to_string()),
             "id" => self.id = Some(value.to_string()),
             "retry" => {}
             _ => self.invalid_lines += 1,
         }
+        None
     }
 
-    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
-        let first_byte_at = self.first_byte_at.take();
-        let event = self.event.take();
-        let id = self.id.take();
-        if let (Some(data), Some(first_byte_at)) = (self.data.take(), first_byte_at) {
-            out.push(SseEvent {
-                event,
-                data,
-                id,
-                first_byte_at,
-            });
+    /// A blank line: whether it completes an event to hand out (one with data); a blank line
+    /// after fields without data ends them without an event.
+    fn dispatch(&mut self) -> bool {
+        let dated = self.first_byte_at.is_some();
+        if self.has_data && dated {
+            self.handed_out = true;
+            return true;
+        }
+        self.first_byte_at = None;
+        self.clear_event();
+        false
+    }
+
+    /// The event [`Self::dispatch`] completed, lent until the next call; its data is `lent`
+    /// where that is set.
+    fn handed<'a>(&'a mut self, lent: Option<&'a str>) -> SseEventRef<'a> {
+        let first_byte_at = self.first_byte_at.take().unwrap_or_else(Instant::now);
+        SseEventRef {
+            event: self.event.as_deref(),
+            data: lent.unwrap_or(&self.data),
+            id: self.id.as_deref(),
+            first_byte_at,
         }
     }
 }
@@ -283,5 +388,64 @@ mod tests {
     fn bom_is_skipped_and_unknown_fields_counted() {
         let events = decode_all(&[b"\xEF\xBB\xBFdata: 1\n\nfoo: bar\ndata: 2\n\n"]);
         assert_eq!(datas(&events), ["1", "2"]);
+    }
+
+    #[test]
+    fn pulled_events_are_lent_one_at_a_time_and_match_the_owned_ones() {
+        let t0 = Instant::now();
+        let mut owned = Vec::new();
+        SseDecoder::new().feed(STREAM.as_bytes(), t0, &mut owned);
+        let mut decoder = SseDecoder::new();
+        let mut rest = STREAM.as_bytes();
+        let mut pulled = Vec::new();
+        while let Some(event) = decoder.next_event(&mut rest, t0) {
+            pulled.push(event.to_owned_event());
+            // A handed-out event is finished: nothing of it is pending.
+            assert!(!decoder.has_partial());
+        }
+        assert!(rest.is_empty());
+        assert_eq!(pulled, owned);
+        assert_eq!(pulled.len(), 5);
+
+        // The rest of a read stays where the event ended; an unfinished tail is pending.
+        let mut decoder = SseDecoder::new();
+        let mut rest: &[u8] = b"data: 1\n\ndata: 2\n\ndata: 3";
+        assert_eq!(decoder.next_event(&mut rest, t0).map(|e| e.data), Some("1"));
+        assert_eq!(rest, b"data: 2\n\ndata: 3");
+        assert_eq!(decoder.next_event(&mut rest, t0).map(|e| e.data), Some("2"));
+        assert!(!decoder.has_partial());
+        assert_eq!(decoder.next_event(&mut rest, t0), None);
+        assert!(decoder.has_partial());
+        assert_eq!(decoder.finish().map(|e| e.data), Some("3".to_string()));
+    }
+
+    #[test]
+    fn a_whole_data_line_is_lent_from_the_read_and_anything_else_is_copied() {
+        let t0 = Instant::now();
+        let mut decoder = SseDecoder::new();
+        let read: &[u8] = b"data: {\"a\":1}\n\n";
+        let mut rest = read;
+        let event = decoder.next_event(&mut rest, t0).unwrap();
+        assert_eq!(event.data, "{\"a\":1}");
+        let lent = read.as_ptr_range();
+        assert!(lent.contains(&event.data.as_ptr()), "lent from the read");
+
+        // Two data lines, and one split across reads, come joined from the decoder's copy.
+        let mut rest: &[u8] = b"data: one\ndata: two\n\ndata: sp";
+        assert_eq!(decoder.next_event(&mut rest, t0).unwrap().data, "one\ntwo");
+        assert!(decoder.next_event(&mut rest, t0).is_none());
+        let mut rest: &[u8] = b"lit\n";
+        assert!(decoder.next_event(&mut rest, t0).is_none());
+        let mut rest: &[u8] = b"data: more\n\n";
+        assert_eq!(
+            decoder.next_event(&mut rest, t0).unwrap().data,
+            "split\nmore"
+        );
+        // A data line lent, then the event left open at the end of the read: kept.
+        let mut rest: &[u8] = b"data: kept\n";
+        assert!(decoder.next_event(&mut rest, t0).is_none());
+        assert!(decoder.has_partial());
+        let mut rest: &[u8] = b"\n";
+        assert_eq!(decoder.next_event(&mut rest, t0).unwrap().data, "kept");
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::openai_chunk::{Chunk, Delta, Text};
+use super::openai_chunk::Chunk;
 use super::{Api, EventMeaning, Prompt, Usage, WholeResponse};
 
 /// `POST /v1/chat/completions`.
@@ -91,45 +91,13 @@ fn read_chunk(data: &str) -> Option<EventMeaning> {
     if chunk.error.is_some() {
         return None;
     }
-    let mut meaning = EventMeaning {
-        usage: chunk.usage.map(|u| Usage {
-            prompt_tokens: u.prompt_tokens.map(|v| v as u32),
-            completion_tokens: u.completion_tokens.map(|v| v as u32),
-        }),
-        server_timings: chunk.timings.as_ref().map(|t| t.seconds()),
-        ..EventMeaning::default()
-    };
-    let add = |text: &Option<Text>, visible: bool, meaning: &mut EventMeaning| {
-        if let Some(text) = text {
-            let chars = text.chars();
-            if chars > 0 {
-                meaning.text.push_str(&text.0);
-                meaning.text_chars += chars;
-                meaning.generated = true;
-                meaning.visible |= visible;
-            }
-        }
-    };
-    for choice in chunk.choices.iter().flatten() {
-        if let Some(delta) = choice.delta.as_ref().or(choice.message.as_ref()) {
-            let Delta {
-                content,
-                reasoning_content,
-                reasoning,
-                reasoning_details,
-                tool_calls,
-            } = delta;
-            add(reasoning_content, false, &mut meaning);
-            add(reasoning, false, &mut meaning);
-            add(reasoning_details, false, &mut meaning);
-            add(content, true, &mut meaning);
-            meaning.generated |= tool_calls.as_ref().is_some_and(|c| !c.is_empty());
-        }
-        add(&choice.text, true, &mut meaning);
-        if let Some(reason) = &choice.finish_reason {
-            meaning.finish_reason = Some(reason.to_string());
-        }
-    }
+    // The choices were folded into a meaning as they were read (see `Choices`).
+    let mut meaning = chunk.choices.map(|c| c.0).unwrap_or_default();
+    meaning.usage = chunk.usage.map(|u| Usage {
+        prompt_tokens: u.prompt_tokens.map(|v| v as u32),
+        completion_tokens: u.completion_tokens.map(|v| v as u32),
+    });
+    meaning.server_timings = chunk.timings.as_ref().map(|t| t.seconds());
     Some(meaning)
 }
 

@@ -2,8 +2,9 @@
 //!
 //! A probe reads tens of thousands of these per second; building a `serde_json::Value` for each
 //! (a map allocation per object, a string per field) was the largest share of the client's CPU.
-//! Text borrows from the event where it has no escapes. Anything this shape does not describe
-//! — and any chunk carrying an `error` — goes to the general reader instead.
+//! Text borrows from the event where it has no escapes, and `choices` is folded into the
+//! event's meaning as each choice is read (no list per event). Anything this shape does not
+//! describe — and any chunk carrying an `error` — goes to the general reader instead.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -11,10 +12,12 @@ use std::fmt;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use super::EventMeaning;
+
 #[derive(Debug, Deserialize)]
-pub struct Chunk<'a> {
-    #[serde(default, borrow)]
-    pub choices: Option<Vec<Choice<'a>>>,
+pub struct Chunk {
+    #[serde(default)]
+    pub choices: Option<Choices>,
     #[serde(default)]
     pub usage: Option<UsageBody>,
     #[serde(default)]
@@ -72,6 +75,71 @@ pub struct Delta<'a> {
     pub reasoning_details: Option<Text<'a>>,
     #[serde(default)]
     pub tool_calls: Option<Vec<IgnoredAny>>,
+}
+
+/// A chunk's `choices`, already folded into what they mean: generated and visible text, its
+/// characters, the finish reason.
+#[derive(Debug, Default)]
+pub struct Choices(pub EventMeaning);
+
+impl<'de> Deserialize<'de> for Choices {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(ChoicesVisitor)
+    }
+}
+
+struct ChoicesVisitor;
+
+impl<'de> Visitor<'de> for ChoicesVisitor {
+    type Value = Choices;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of choices")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut meaning = EventMeaning::default();
+        while let Some(choice) = seq.next_element::<Choice<'de>>()? {
+            choice.fold_into(&mut meaning);
+        }
+        Ok(Choices(meaning))
+    }
+}
+
+impl Choice<'_> {
+    /// Adds this choice's text (reasoning, then content), its characters and its finish
+    /// reason to `meaning`.
+    fn fold_into(&self, meaning: &mut EventMeaning) {
+        let add = |text: &Option<Text>, visible: bool, meaning: &mut EventMeaning| {
+            if let Some(text) = text {
+                let chars = text.chars();
+                if chars > 0 {
+                    meaning.text.push_str(&text.0);
+                    meaning.text_chars += chars;
+                    meaning.generated = true;
+                    meaning.visible |= visible;
+                }
+            }
+        };
+        if let Some(delta) = self.delta.as_ref().or(self.message.as_ref()) {
+            let Delta {
+                content,
+                reasoning_content,
+                reasoning,
+                reasoning_details,
+                tool_calls,
+            } = delta;
+            add(reasoning_content, false, meaning);
+            add(reasoning, false, meaning);
+            add(reasoning_details, false, meaning);
+            add(content, true, meaning);
+            meaning.generated |= tool_calls.as_ref().is_some_and(|c| !c.is_empty());
+        }
+        add(&self.text, true, meaning);
+        if let Some(reason) = &self.finish_reason {
+            meaning.finish_reason = Some(reason.to_string());
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -171,25 +239,48 @@ mod tests {
 
     #[test]
     fn reads_every_text_form_and_borrows_plain_strings() {
-        let chunk: Chunk = serde_json::from_str(
-            r#"{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":"hi",
+        let choice: Choice = serde_json::from_str(
+            r#"{"index":0,"delta":{"role":"assistant","content":"hi",
                "reasoning_details":[{"type":"reasoning.text","text":"a"},{"text":"b"}]},
-               "finish_reason":null}],"usage":null}"#,
+               "finish_reason":null}"#,
         )
         .unwrap();
-        let choices = chunk.choices.unwrap();
-        let delta = choices[0].delta.as_ref().unwrap();
+        let delta = choice.delta.as_ref().unwrap();
         let content = delta.content.as_ref().unwrap();
         assert_eq!(content.0, "hi");
         assert!(matches!(content.0, Cow::Borrowed(_)));
         assert_eq!(delta.reasoning_details.as_ref().unwrap().0, "ab");
-        assert!(chunk.usage.is_none() && chunk.error.is_none());
 
-        let escaped: Chunk =
-            serde_json::from_str(r#"{"choices":[{"delta":{"content":"a\"b é"}}]}"#).unwrap();
-        let choices = escaped.choices.unwrap();
-        let text = &choices[0].delta.as_ref().unwrap().content;
+        let escaped: Choice = serde_json::from_str(r#"{"delta":{"content":"a\"b é"}}"#).unwrap();
+        let text = &escaped.delta.as_ref().unwrap().content;
         assert_eq!(text.as_ref().unwrap().0, "a\"b é");
         assert_eq!(text.as_ref().unwrap().chars(), 5);
+    }
+
+    #[test]
+    fn choices_fold_into_one_meaning() {
+        let chunk: Chunk = serde_json::from_str(
+            r#"{"id":"x","choices":[
+                 {"index":0,"delta":{"role":"assistant","reasoning_content":"th","content":"hi"}},
+                 {"index":1,"text":"é!","finish_reason":"length"}],"usage":null}"#,
+        )
+        .unwrap();
+        assert!(chunk.usage.is_none() && chunk.error.is_none());
+        let meaning = chunk.choices.unwrap().0;
+        assert_eq!(meaning.text, "thhié!");
+        assert_eq!(meaning.text_chars, 6);
+        assert!(meaning.generated && meaning.visible);
+        assert_eq!(meaning.finish_reason.as_deref(), Some("length"));
+
+        let role_only: Chunk =
+            serde_json::from_str(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#)
+                .unwrap();
+        let meaning = role_only.choices.unwrap().0;
+        assert!(!meaning.generated && !meaning.visible && meaning.text_chars == 0);
+
+        let reasoning_only: Chunk =
+            serde_json::from_str(r#"{"choices":[{"delta":{"reasoning":"hm"}}]}"#).unwrap();
+        let meaning = reasoning_only.choices.unwrap().0;
+        assert!(meaning.generated && !meaning.visible);
     }
 }

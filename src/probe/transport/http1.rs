@@ -14,11 +14,14 @@
 //! leaves to reqwest: TLS, proxies, redirects, compression — the probe needs none of them on
 //! plain HTTP, and an endpoint behind a proxy is sent through reqwest (see [`super::Transport`]).
 
+use std::ops::Range;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::chunked::{ChunkedDecoder, ChunkedError};
@@ -80,6 +83,11 @@ impl Connection {
     /// Reads more bytes after those buffered; returns how many (0: the peer closed) and when
     /// the read returned.
     async fn fill(&mut self) -> std::io::Result<(usize, Instant)> {
+        std::future::poll_fn(|cx| self.poll_fill(cx)).await
+    }
+
+    /// Poll form of [`Self::fill`]: the read is timed the moment it returns.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<(usize, Instant)>> {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -90,14 +98,16 @@ impl Connection {
             self.start = 0;
         }
         if self.end == self.buffer.len() {
-            return Err(std::io::Error::other(
+            return Poll::Ready(Err(std::io::Error::other(
                 "a response line is longer than the buffer",
-            ));
+            )));
         }
-        let read = self.stream.read(&mut self.buffer[self.end..]).await?;
+        let mut free = ReadBuf::new(&mut self.buffer[self.end..]);
+        ready!(Pin::new(&mut self.stream).poll_read(cx, &mut free))?;
         let at = Instant::now();
+        let read = free.filled().len();
         self.end += read;
-        Ok((read, at))
+        Poll::Ready(Ok((read, at)))
     }
 }
 
@@ -243,6 +253,7 @@ async fn read_head(
                 keep_alive,
                 complete: false,
                 at,
+                handed: 0..0,
                 pool,
             },
         });
@@ -315,13 +326,20 @@ pub struct Http1Response {
 
 /// The body of a response, read as it arrives. Dropped after its last byte, it gives its
 /// connection back for the next request; dropped earlier, the connection is closed.
+///
+/// `repr(C)`, aligned to a cache line, the fields each read touches first: read once per
+/// token on every stream, its cost is mostly the cache lines it brings back (see the probe's
+/// `StreamReader`).
+#[repr(C, align(64))]
 pub struct Http1Body {
-    connection: Option<Connection>,
-    framing: Framing,
-    keep_alive: bool,
     complete: bool,
+    keep_alive: bool,
     /// When the read that brought the pending bytes returned.
     at: Instant,
+    /// The bytes last handed out, in the connection's buffer.
+    handed: Range<usize>,
+    framing: Framing,
+    connection: Option<Connection>,
     pool: Arc<Pool>,
 }
 
@@ -340,12 +358,20 @@ impl Http1Body {
     /// The next bytes of the body and the instant of the read that brought them; `None` at
     /// its end. Cancel-safe: dropped while waiting, nothing read is lost.
     pub async fn next(&mut self) -> Result<Option<(&[u8], Instant)>, BodyError> {
+        let at = std::future::poll_fn(|cx| self.poll_next(cx)).await?;
+        Ok(at.map(|at| (self.handed(), at)))
+    }
+
+    /// Poll form of [`Self::next`]: `Ready(Ok(Some(at)))` when new bytes are in
+    /// [`Self::handed`]. A probe reads its streams through this one function, with no future
+    /// of its own to keep: it runs once per token on every stream.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Instant>, BodyError>> {
         loop {
             if self.complete {
-                return Ok(None);
+                return Poll::Ready(Ok(None));
             }
             let Some(connection) = self.connection.as_mut() else {
-                return Ok(None);
+                return Poll::Ready(Ok(None));
             };
             let pending = connection.end - connection.start;
             if pending > 0 {
@@ -370,9 +396,8 @@ impl Http1Body {
                     }
                 };
                 if let Some(range) = found.filter(|r| !r.is_empty()) {
-                    let at = self.at;
-                    let connection = self.connection.as_ref().expect("checked above");
-                    return Ok(Some((&connection.buffer[range], at)));
+                    self.handed = range;
+                    return Poll::Ready(Ok(Some(self.at)));
                 }
                 continue;
             }
@@ -380,16 +405,24 @@ impl Http1Body {
                 self.complete = true;
                 continue;
             }
-            let (read, at) = connection.fill().await?;
+            let (read, at) = ready!(connection.poll_fill(cx))?;
             if read == 0 {
                 // The peer closed: the end of a close-delimited body, else a cut one.
                 self.connection = None;
-                return match self.framing {
+                return Poll::Ready(match self.framing {
                     Framing::Close => Ok(None),
                     _ => Err(BodyError::Cut),
-                };
+                });
             }
             self.at = at;
+        }
+    }
+
+    /// The bytes the last [`Self::poll_next`] handed out.
+    pub fn handed(&self) -> &[u8] {
+        match &self.connection {
+            Some(connection) => connection.buffer.get(self.handed.clone()).unwrap_or(&[]),
+            None => &[],
         }
     }
 

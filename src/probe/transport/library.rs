@@ -20,7 +20,7 @@ pub async fn post(
             status: response.status().as_u16(),
             headers: response.headers().clone(),
             body: Body::Library {
-                response,
+                stream: Box::pin(response.bytes_stream()),
                 chunk: bytes::Bytes::new(),
             },
         }),

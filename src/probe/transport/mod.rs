@@ -10,6 +10,7 @@ pub mod chunked;
 pub mod http1;
 mod library;
 
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderMap;
@@ -108,11 +109,14 @@ pub struct Response {
 enum Body {
     Direct(Http1Body),
     Library {
-        response: reqwest::Response,
+        stream: LibraryStream,
         /// The last chunk handed out (borrowed by the caller until the next call).
         chunk: bytes::Bytes,
     },
 }
+
+type LibraryStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
 impl Response {
     pub fn status(&self) -> u16 {
@@ -127,17 +131,32 @@ impl Response {
     /// end; `Err` (a description) when the connection broke or the framing was invalid.
     /// Cancel-safe.
     pub async fn chunk(&mut self) -> Result<Option<(&[u8], Instant)>, String> {
+        let at = std::future::poll_fn(|cx| self.poll_chunk(cx)).await?;
+        Ok(at.map(|at| (self.last_chunk(), at)))
+    }
+
+    /// Poll form of [`Self::chunk`]: `Ready(Ok(Some(at)))` when new bytes are in
+    /// [`Self::last_chunk`].
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Instant>, String>> {
         match &mut self.body {
-            Body::Direct(body) => body.next().await.map_err(|err| err.to_string()),
-            Body::Library { response, chunk } => match response.chunk().await {
-                Ok(Some(bytes)) => {
+            Body::Direct(body) => body.poll_next(cx).map_err(|err| err.to_string()),
+            Body::Library { stream, chunk } => match ready!(stream.as_mut().poll_next(cx)) {
+                Some(Ok(bytes)) => {
                     let at = Instant::now();
                     *chunk = bytes;
-                    Ok(Some((&chunk[..], at)))
+                    Poll::Ready(Ok(Some(at)))
                 }
-                Ok(None) => Ok(None),
-                Err(err) => Err(library::message(&err)),
+                None => Poll::Ready(Ok(None)),
+                Some(Err(err)) => Poll::Ready(Err(library::message(&err))),
             },
+        }
+    }
+
+    /// The bytes the last [`Self::poll_chunk`] handed out.
+    pub fn last_chunk(&self) -> &[u8] {
+        match &self.body {
+            Body::Direct(body) => body.handed(),
+            Body::Library { chunk, .. } => chunk,
         }
     }
 
