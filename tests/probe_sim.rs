@@ -150,6 +150,16 @@ async fn probe_finds_the_predicted_c_star_on_two_layouts() {
             error <= 0.10,
             "{model}: probe {found} vs predict {expected}"
         );
+        // The server time is wall-clock; at 10× the note gives it in the server's seconds.
+        let own_speed = format!(
+            "({:.0} s at the server's own speed)",
+            report.server_seconds * SCALE
+        );
+        assert!(
+            report.notes.iter().any(|n| n.ends_with(&own_speed)),
+            "{:?}",
+            report.notes
+        );
     }
 }
 

@@ -603,7 +603,8 @@ pub async fn run_probe(
     }
     if time_scale != 1.0 {
         notes.push(format!(
-            "server at {time_scale}× speed: durations, think times and timeouts are the server's seconds"
+            "server at {time_scale}× speed: durations, think times and timeouts are the server's seconds; the server time above is wall-clock ({:.0} s at the server's own speed)",
+            server_seconds * time_scale
         ));
     }
     let status = if interrupted {
