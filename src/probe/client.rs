@@ -399,9 +399,10 @@ impl<'a> StreamReader<'a> {
         StreamReader {
             endpoint,
             decoder: SseDecoder::new(),
-            // Room for every token asked for (and the role and usage chunks): no regrowth
-            // mid-stream.
-            chunks: Vec::with_capacity(max_tokens.min(1 << 16) as usize + 2),
+            // Room for the tokens asked for (and the role and usage chunks), so a usual stream
+            // never regrows its list mid-stream; capped, so a long `max_tokens` that the server
+            // may not fill does not reserve memory per request up front.
+            chunks: Vec::with_capacity(max_tokens.min(1024) as usize + 2),
             first_visible: None,
             usage: Usage::default(),
             text: String::new(),
