@@ -1,7 +1,7 @@
 //! The probe's own HTTP/1.1 client (plain `http://`) against a server that writes exactly the
 //! bytes each case needs: connections kept for the next request only when a response was read
 //! to its end, every body framing, interim responses, a response split at every byte, and the
-//! request it sends.
+//! request it sends; and the reqwest transport (HTTPS, proxies) reading the same responses alike.
 
 mod common;
 
@@ -247,4 +247,97 @@ async fn events_and_http_chunks_need_not_line_up() {
     // "c" began arriving before the pause: its gap to "b" is far below the pause.
     let last_gap = record.itl_s.last().copied().unwrap_or(f64::NAN);
     assert!(last_gap < 0.1, "{record:?}");
+}
+
+/// HTTPS and proxied endpoints are read through reqwest instead of the probe's own client; the
+/// timing code above both is the same. The same responses — whole, written byte by byte, events
+/// split across HTTP chunks, broken framing, a stream gone silent — give the same records
+/// through either.
+#[tokio::test]
+async fn the_library_transport_reads_every_response_as_the_direct_one_does() {
+    let mut byte_by_byte = Vec::new();
+    for act in stream_acts() {
+        if let Act::Bytes(bytes) = act {
+            byte_by_byte.extend(bytes.into_iter().map(|b| Act::Bytes(vec![b])));
+        }
+    }
+    let split = vec![
+        sse_head(),
+        content("a"),
+        chunk("data: {\"choices\":[{\"index\":0,\"del"),
+        Act::Wait(Duration::from_millis(120)),
+        chunk("ta\":{\"content\":\"b\"}}]}\n\n"),
+        usage(3, 2),
+        done(),
+        end(),
+    ];
+    let broken = vec![
+        sse_head(),
+        content("a"),
+        Act::Bytes(b"zz\r\ndata: x\n\n\r\n".to_vec()),
+        done(),
+        end(),
+    ];
+    let silent = vec![sse_head(), content("a"), Act::Hang];
+    for (case, acts) in [
+        ("whole", stream_acts()),
+        ("byte by byte", byte_by_byte),
+        ("split event", split),
+        ("broken framing", broken),
+        ("silent", silent),
+    ] {
+        let base = start(Arc::new(move |_: &Received| acts.clone())).await;
+        let through = |library: bool| {
+            let api: Arc<dyn Api> = Arc::new(OpenAiChat);
+            let endpoint = Endpoint::new(
+                &base,
+                api,
+                "m",
+                None,
+                true,
+                Duration::from_secs(10),
+                Duration::from_millis(400),
+                4,
+            )
+            .expect("client");
+            if library {
+                endpoint.through_library()
+            } else {
+                endpoint
+            }
+        };
+        let direct = send(&through(false), &prompt(), 8).await.record;
+        let library = send(&through(true), &prompt(), 8).await.record;
+        let seen = |r: &RequestRecord| {
+            (
+                r.ok,
+                r.error_kind,
+                r.chunks,
+                r.output_tokens,
+                r.input_tokens,
+            )
+        };
+        assert_eq!(
+            seen(&direct),
+            seen(&library),
+            "{case}: {direct:?} vs {library:?}"
+        );
+        // What each case must give, so two transports agreeing on nothing would not pass.
+        let expected = match case {
+            "broken framing" => (false, Some(FailureKind::Reset), 1),
+            "silent" => (false, Some(FailureKind::Idle), 1),
+            _ => (true, None, 2),
+        };
+        assert_eq!(
+            (library.ok, library.error_kind, library.chunks),
+            expected,
+            "{case}: {library:?}"
+        );
+        if case == "split event" {
+            // "b" began arriving before the pause: timed by its first byte either way.
+            for record in [&direct, &library] {
+                assert!(record.ok && record.itl_s[0] < 0.1, "{case}: {record:?}");
+            }
+        }
+    }
 }

@@ -85,6 +85,14 @@ impl Endpoint {
         })
     }
 
+    /// Sends through reqwest even where the probe's own client would serve (plain `http://`,
+    /// no proxy): HTTPS and proxied endpoints always go that way, and tests use this to read
+    /// the same streams through both.
+    pub fn through_library(mut self) -> Endpoint {
+        self.transport = Transport::Library(self.client.clone());
+        self
+    }
+
     /// Scrapes the server's counters at `url` (`None`: `<base>/metrics`).
     pub fn with_metrics_url(mut self, url: Option<String>) -> Endpoint {
         self.metrics_url = url;
