@@ -10,17 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use capplan::probe::api::template::ApiTemplate;
-use capplan::probe::api::{Api, ApiKind, Prompt};
+use capplan::probe::api::{Api, ApiKind};
 use capplan::probe::client::{send, Endpoint};
 use capplan::probe::record::{CountSource, FailureKind, RequestRecord};
+use common::hello_prompt as prompt;
 use common::stub::{end, event, sse_head, start, wait_ms, whole_with, Act, Received, Script};
-
-fn prompt() -> Prompt {
-    Prompt {
-        text: "tag-0-0 hello there".into(),
-        tokens: 3,
-    }
-}
 
 fn between(value: Option<f64>, low_ms: f64, high_ms: f64) -> bool {
     value.is_some_and(|v| v * 1e3 >= low_ms && v * 1e3 <= high_ms)

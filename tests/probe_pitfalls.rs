@@ -7,35 +7,21 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capplan::probe::api::{Api, OpenAiChat, Prompt};
 use capplan::probe::client::{send, Endpoint};
 use capplan::probe::record::{CountSource, FailureKind, RequestRecord};
 use capplan::workload::tokens::LocalTokenizer;
+use common::hello_prompt as prompt;
 use common::stub::{
     chunk, content, done, end, event, head, sse_head, start, usage, wait_ms, whole, Act, Received,
     Script,
 };
 
 fn endpoint(base: &str, key: Option<&str>, idle_ms: u64, timeout_ms: u64) -> Endpoint {
-    let api: Arc<dyn Api> = Arc::new(OpenAiChat);
-    Endpoint::new(
-        base,
-        api,
-        "m",
-        key.map(String::from),
-        true,
+    let (timeout, idle) = (
         Duration::from_millis(timeout_ms),
         Duration::from_millis(idle_ms),
-        4,
-    )
-    .expect("client")
-}
-
-fn prompt() -> Prompt {
-    Prompt {
-        text: "tag-0-0 hello there".into(),
-        tokens: 3,
-    }
+    );
+    common::chat_endpoint(base, true, key, timeout, idle)
 }
 
 async fn one(script: Script) -> RequestRecord {

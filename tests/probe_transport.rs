@@ -8,33 +8,21 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use capplan::probe::api::{Api, OpenAiChat, Prompt};
 use capplan::probe::client::{send, Endpoint};
 use capplan::probe::record::{CountSource, FailureKind, RequestRecord};
+use common::hello_prompt as prompt;
 use common::stub::{
     chunk, content, done, end, sse_head, start, usage, whole, Act, Received, Script,
 };
 
 fn endpoint(base: &str, stream: bool, key: Option<&str>) -> Endpoint {
-    let api: Arc<dyn Api> = Arc::new(OpenAiChat);
-    Endpoint::new(
+    common::chat_endpoint(
         base,
-        api,
-        "m",
-        key.map(String::from),
         stream,
+        key,
         Duration::from_secs(10),
         Duration::from_secs(2),
-        4,
     )
-    .expect("client")
-}
-
-fn prompt() -> Prompt {
-    Prompt {
-        text: "tag-0-0 hello there".into(),
-        tokens: 3,
-    }
 }
 
 fn stream_acts() -> Vec<Act> {
@@ -43,6 +31,28 @@ fn stream_acts() -> Vec<Act> {
         content("a"),
         content("b"),
         usage(3, 2),
+        done(),
+        end(),
+    ]
+}
+
+/// The same bytes as `acts`, each in its own write.
+fn byte_by_byte(acts: Vec<Act>) -> Vec<Act> {
+    let mut wire = Vec::new();
+    for act in acts {
+        if let Act::Bytes(bytes) = act {
+            wire.extend(bytes);
+        }
+    }
+    wire.into_iter().map(|b| Act::Bytes(vec![b])).collect()
+}
+
+/// A stream whose second HTTP chunk has a size that is not hex.
+fn malformed_framing() -> Vec<Act> {
+    vec![
+        sse_head(),
+        content("a"),
+        Act::Bytes(b"zz\r\ndata: x\n\n\r\n".to_vec()),
         done(),
         end(),
     ]
@@ -148,13 +158,7 @@ async fn interim_responses_extensions_and_trailers() {
 /// all split across reads, and the stream reads exactly as when it came in one piece.
 #[tokio::test]
 async fn a_response_written_byte_by_byte() {
-    let mut wire = Vec::new();
-    for act in stream_acts() {
-        if let Act::Bytes(bytes) = act {
-            wire.extend(bytes);
-        }
-    }
-    let acts: Vec<Act> = wire.iter().map(|&b| Act::Bytes(vec![b])).collect();
+    let acts = byte_by_byte(stream_acts());
     let base = start(Arc::new(move |_: &Received| acts.clone())).await;
     let record = requests(&base, 1, true).await.remove(0);
     assert!(record.ok, "{record:?}");
@@ -167,13 +171,7 @@ async fn a_response_written_byte_by_byte() {
 /// Broken framing mid-stream is a broken connection, not a short success.
 #[tokio::test]
 async fn malformed_chunk_framing_is_a_reset() {
-    let acts = vec![
-        sse_head(),
-        content("a"),
-        Act::Bytes(b"zz\r\ndata: x\n\n\r\n".to_vec()),
-        done(),
-        end(),
-    ];
+    let acts = malformed_framing();
     let base = start(Arc::new(move |_: &Received| acts.clone())).await;
     let record = requests(&base, 1, true).await.remove(0);
     assert_eq!(record.error_kind, Some(FailureKind::Reset), "{record:?}");
@@ -255,12 +253,6 @@ async fn events_and_http_chunks_need_not_line_up() {
 /// through either.
 #[tokio::test]
 async fn the_library_transport_reads_every_response_as_the_direct_one_does() {
-    let mut byte_by_byte = Vec::new();
-    for act in stream_acts() {
-        if let Act::Bytes(bytes) = act {
-            byte_by_byte.extend(bytes.into_iter().map(|b| Act::Bytes(vec![b])));
-        }
-    }
     let split = vec![
         sse_head(),
         content("a"),
@@ -271,35 +263,18 @@ async fn the_library_transport_reads_every_response_as_the_direct_one_does() {
         done(),
         end(),
     ];
-    let broken = vec![
-        sse_head(),
-        content("a"),
-        Act::Bytes(b"zz\r\ndata: x\n\n\r\n".to_vec()),
-        done(),
-        end(),
-    ];
     let silent = vec![sse_head(), content("a"), Act::Hang];
     for (case, acts) in [
         ("whole", stream_acts()),
-        ("byte by byte", byte_by_byte),
+        ("byte by byte", byte_by_byte(stream_acts())),
         ("split event", split),
-        ("broken framing", broken),
+        ("broken framing", malformed_framing()),
         ("silent", silent),
     ] {
         let base = start(Arc::new(move |_: &Received| acts.clone())).await;
         let through = |library: bool| {
-            let api: Arc<dyn Api> = Arc::new(OpenAiChat);
-            let endpoint = Endpoint::new(
-                &base,
-                api,
-                "m",
-                None,
-                true,
-                Duration::from_secs(10),
-                Duration::from_millis(400),
-                4,
-            )
-            .expect("client");
+            let idle = Duration::from_millis(400);
+            let endpoint = common::chat_endpoint(&base, true, None, Duration::from_secs(10), idle);
             if library {
                 endpoint.through_library()
             } else {

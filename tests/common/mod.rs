@@ -4,6 +4,11 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capplan::probe::api::{Api, OpenAiChat, Prompt};
+use capplan::probe::client::Endpoint;
 
 pub struct Run {
     pub code: i32,
@@ -99,3 +104,34 @@ pub async fn start_server(
     url
 }
 pub mod stub;
+
+/// An OpenAI chat endpoint at `base` for model `m` with four pooled connections, as the probe
+/// makes one.
+pub fn chat_endpoint(
+    base: &str,
+    stream: bool,
+    key: Option<&str>,
+    timeout: Duration,
+    idle: Duration,
+) -> Endpoint {
+    let api: Arc<dyn Api> = Arc::new(OpenAiChat);
+    Endpoint::new(
+        base,
+        api,
+        "m",
+        key.map(String::from),
+        stream,
+        timeout,
+        idle,
+        4,
+    )
+    .expect("client")
+}
+
+/// The prompt the client tests send: a run tag and three tokens.
+pub fn hello_prompt() -> Prompt {
+    Prompt {
+        text: "tag-0-0 hello there".into(),
+        tokens: 3,
+    }
+}
