@@ -503,13 +503,13 @@ async fn read_stream(
         .is_some_and(|v| v.starts_with("text/event-stream"));
     let body_end_completes = endpoint.api.stream_end() == StreamEnd::BodyEnd;
     let mut reader = StreamReader::new(endpoint, max_tokens);
-    let mut end = start;
 
     // One timer per request, re-armed only when it is due: resetting a timer for every chunk
     // costs more CPU than the rest of reading it. When it is due, the stream has been silent
     // for the idle timeout only if nothing arrived since it was armed. It is polled (its waker
     // registered) once after each arming and whenever the task wakes without a read to take,
     // not after every read: a read that comes after its time is checked against it instead.
+    // Also the stream's end once it completes (a stream completes only on a read).
     let mut last_read = Instant::now();
     let mut due = (last_read + endpoint.idle_timeout).min(deadline);
     let timer = tokio::time::sleep_until(due.into());
@@ -543,7 +543,6 @@ async fn read_stream(
             }
             Some(Ok(Some(at))) => {
                 last_read = at;
-                end = at;
                 just_read = true;
                 if reader.take(response.last_chunk(), at) {
                     break;
@@ -628,7 +627,7 @@ async fn read_stream(
         (chunks.len() as u32, CountSource::Chunks),
     );
     let (input_tokens, input_from) = endpoint.input_count(usage.prompt_tokens, prompt);
-    let e2e = end.duration_since(start).as_secs_f64();
+    let e2e = last_read.duration_since(start).as_secs_f64();
     let ttft = chunks
         .first()
         .map(|c| c.at.duration_since(start).as_secs_f64());

@@ -355,16 +355,11 @@ pub enum BodyError {
 }
 
 impl Http1Body {
-    /// The next bytes of the body and the instant of the read that brought them; `None` at
-    /// its end. Cancel-safe: dropped while waiting, nothing read is lost.
-    pub async fn next(&mut self) -> Result<Option<(&[u8], Instant)>, BodyError> {
-        let at = std::future::poll_fn(|cx| self.poll_next(cx)).await?;
-        Ok(at.map(|at| (self.handed(), at)))
-    }
-
-    /// Poll form of [`Self::next`]: `Ready(Ok(Some(at)))` when new bytes are in
-    /// [`Self::handed`]. A probe reads its streams through this one function, with no future
-    /// of its own to keep: it runs once per token on every stream.
+    /// The next bytes of the body: `Ready(Ok(Some(at)))` when new bytes are in
+    /// [`Self::handed`], `at` being when the read that brought them returned; `Ok(None)` at the
+    /// body's end. Nothing read is lost when the caller stops polling. A probe reads its
+    /// streams through this one function, with no future of its own to keep: it runs once per
+    /// token on every stream.
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Instant>, BodyError>> {
         loop {
             if self.complete {
@@ -424,11 +419,6 @@ impl Http1Body {
             Some(connection) => connection.buffer.get(self.handed.clone()).unwrap_or(&[]),
             None => &[],
         }
-    }
-
-    /// Whether the whole body has been read.
-    pub fn is_complete(&self) -> bool {
-        self.complete
     }
 }
 
