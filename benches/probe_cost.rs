@@ -97,6 +97,9 @@ fn main() {
                     measured_requests: 1000,
                     seed: 1,
                     client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+                    stagger_s: 0.0,
+                    client_jitter_s: 0.0,
+                    request_overhead_s: 0.0,
                 },
             );
             sweep_seconds += 1000.0 / run.requests_per_s().max(1e-9);

@@ -42,6 +42,8 @@ fn main() {
                     note: String::new(),
                     e2e_mean_s: None,
                     output_tokens: None,
+                    engine: None,
+                    band: None,
                     origin: "bench".into(),
                 });
             }

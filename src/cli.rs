@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use capplan::catalog::{Dtype, MemoryOptions};
+use capplan::catalog::{EngineProfile, DEFAULT_ENGINE};
 use capplan::plan::compare::{parse_inventory, CompareOptions};
 use capplan::plan::cost::CostAssumptions;
 use capplan::plan::scenario::{read_scenario, Scenario};
@@ -73,6 +74,38 @@ pub enum Command {
     Compare(Box<CompareArgs>),
     /// Bring other tools' results in as a run folder under measurements/
     Import(ImportArgs),
+    /// Score the performance model against the public measurements shipped as fixtures
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Sources to score (comma-separated): silicon, static-batch, blis, sweeps [default: all]
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub source: Vec<String>,
+    /// Only rows served by these engines (comma-separated): vllm, sglang, trtllm, tgi
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub engine: Vec<String>,
+    /// Print every row's measured and predicted figures
+    #[arg(long)]
+    pub details: bool,
+    /// Fit each engine profile's per-step and per-sequence overhead on the rows of the fit
+    /// subset, print them, and score with them (paste them into hardware/engines.toml)
+    #[arg(long)]
+    pub fit: bool,
+    /// Time kernels with the roofline everywhere, setting the measured operator tables aside
+    /// (the roofline's own error)
+    #[arg(long)]
+    pub roofline: bool,
+    /// How benchmarks' closed-loop users start when their rows are simulated: `together`
+    /// (all at once, each next request after a few ms of client jitter, as AIPerf's
+    /// concurrency mode runs) or `staggered` (spread over one request cycle: steady state)
+    #[arg(long, default_value = "together", value_name = "MODE")]
+    pub benchmark_start: String,
+    /// Write the C* error bands (per engine and step-time basis, from the held-out sweeps,
+    /// with and without operator tables) to FILE, e.g. hardware/bands.toml
+    #[arg(long, value_name = "FILE")]
+    pub write_bands: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +157,10 @@ pub struct CalibrateArgs {
     /// Report only; write no calibration
     #[arg(long)]
     pub dry_run: bool,
+    /// Engine that served the runs (its scheduler and overheads are the starting point):
+    /// vllm, sglang, trtllm, tgi [default: vllm]
+    #[arg(long, value_name = "NAME")]
+    pub engine: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -476,25 +513,46 @@ impl WorkloadArgs {
 
 #[derive(Debug, Args)]
 pub struct EngineFlags {
-    /// Most sequences one instance runs at once (vLLM max_num_seqs)
-    #[arg(long, default_value_t = 256)]
-    pub max_running: usize,
-    /// Most tokens one engine step processes (vLLM max_num_batched_tokens)
-    #[arg(long, default_value_t = 2048)]
-    pub token_budget: u64,
+    /// Serving engine to model: vllm, sglang, trtllm or tgi (its scheduler defaults, per-step
+    /// overhead and measured kernels; see `capplan hardware list engines`) [default: vllm]
+    #[arg(long, value_name = "NAME")]
+    pub engine: Option<String>,
+    /// Most sequences one instance runs at once (vLLM max_num_seqs) [default: the engine's]
+    #[arg(long)]
+    pub max_running: Option<usize>,
+    /// Most tokens one engine step processes (vLLM max_num_batched_tokens) [default: the
+    /// engine's]
+    #[arg(long)]
+    pub token_budget: Option<u64>,
     /// When waiting requests join a running batch: continuous (vLLM), delayed (TGI's defaults:
-    /// after 20 steps or when 1.2 × running are waiting) or delayed:STEPS,RATIO
-    #[arg(long, default_value = "continuous", value_parser = parse_input::<Admission>)]
-    pub admission: Admission,
+    /// after 20 steps or when 1.2 × running are waiting) or delayed:STEPS,RATIO [default: the
+    /// engine's]
+    #[arg(long, value_parser = parse_input::<Admission>)]
+    pub admission: Option<Admission>,
 }
 
 impl EngineFlags {
-    pub fn options(&self) -> EngineOptions {
-        EngineOptions {
-            max_running: self.max_running,
-            token_budget: self.token_budget,
-            admission: self.admission,
+    /// The engine profile named (default vLLM).
+    pub fn profile<'a>(
+        &self,
+        catalog: &'a capplan::catalog::Catalog,
+    ) -> Result<&'a EngineProfile, capplan::InputError> {
+        catalog.engine(self.engine.as_deref().unwrap_or(DEFAULT_ENGINE))
+    }
+
+    /// `profile`'s scheduler on `card`, with the flags' overrides.
+    pub fn options(&self, profile: &EngineProfile, card: &capplan::catalog::Card) -> EngineOptions {
+        let mut options = EngineOptions::for_card(profile, card);
+        if let Some(max_running) = self.max_running {
+            options.max_running = max_running;
         }
+        if let Some(budget) = self.token_budget {
+            options.token_budget = budget;
+        }
+        if let Some(admission) = self.admission {
+            options.admission = admission;
+        }
+        options
     }
 }
 
@@ -563,6 +621,11 @@ pub struct SolveArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 
+    /// Engine whose scheduler, overheads and measured kernels predicted rows model: vllm,
+    /// sglang, trtllm, tgi [default: the scenario's, else vllm]
+    #[arg(long, value_name = "NAME")]
+    pub engine: Option<String>,
+
     #[command(flatten)]
     pub memory: MemoryFlags,
 }
@@ -607,6 +670,8 @@ pub struct ResolvedSolve {
     pub request: SolveRequest,
     pub predict: bool,
     pub workload: Workload,
+    /// The engine profile predicted rows model.
+    pub engine: EngineProfile,
     pub scenario: Option<Scenario>,
 }
 
@@ -635,9 +700,9 @@ pub struct MemoryFlags {
     #[arg(long, value_parser = parse_input::<Dtype>)]
     pub kv_dtype: Option<Dtype>,
 
-    /// Share of card memory the engine may use
-    #[arg(long, default_value_t = 0.9, value_parser = parse_fraction)]
-    pub mem_util: f64,
+    /// Share of card memory the engine may use [default: the engine's, 0.9 for vLLM]
+    #[arg(long, value_parser = parse_fraction)]
+    pub mem_util: Option<f64>,
 
     /// GiB per card reserved for activations and runtime buffers
     #[arg(long, default_value_t = 1.0, value_parser = parse_fraction)]
@@ -650,13 +715,23 @@ pub struct MemoryFlags {
 
 #[derive(Debug, Subcommand)]
 pub enum HardwareCommand {
-    /// List cards, node shapes and/or models
+    /// List cards, node shapes, models and/or engine profiles
     List {
         #[arg(value_enum, default_value = "all")]
         what: ListWhat,
     },
-    /// Show one card, node shape or model with every field and its source
+    /// Show one card, node shape, model or engine profile with every field and its source
     Show { name: String },
+    /// Rebuild hardware/operators/ from an NVIDIA AIConfigurator checkout's measured
+    /// operator timings (Parquet)
+    ImportOperators {
+        /// The AIConfigurator repository (or its systems/data folder)
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// Where the reduced tables go
+        #[arg(long, value_name = "DIR", default_value = "hardware/operators")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -664,6 +739,7 @@ pub enum ListWhat {
     Cards,
     Nodes,
     Models,
+    Engines,
     All,
 }
 
@@ -685,17 +761,28 @@ impl ListWhat {
             ListWhat::Cards => Section::Cards,
             ListWhat::Nodes => Section::Nodes,
             ListWhat::Models => Section::Models,
+            ListWhat::Engines => Section::Engines,
             ListWhat::All => Section::All,
         }
     }
 }
 
 impl MemoryFlags {
+    /// The memory options, with vLLM's share of memory unless `--mem-util` was given.
     pub fn options(&self) -> MemoryOptions {
+        self.options_with(MemoryOptions::default().memory_utilization)
+    }
+
+    /// The memory options, with `engine`'s share of memory unless `--mem-util` was given.
+    pub fn options_for(&self, engine: &EngineProfile) -> MemoryOptions {
+        self.options_with(engine.memory_utilization)
+    }
+
+    fn options_with(&self, default_utilization: f64) -> MemoryOptions {
         MemoryOptions {
             dtype: self.dtype,
             kv_dtype: self.kv_dtype,
-            memory_utilization: self.mem_util,
+            memory_utilization: self.mem_util.unwrap_or(default_utilization),
             reserve_gib: self.reserve_gib,
             context_tokens: self.context,
         }
@@ -821,21 +908,36 @@ impl SloArgs {
 }
 
 impl PredictArgs {
-    pub fn request(&self) -> Result<PredictRequest, capplan::InputError> {
+    pub fn request(
+        &self,
+        engine: &EngineProfile,
+        card: &capplan::catalog::Card,
+    ) -> Result<PredictRequest, capplan::InputError> {
         let mut request =
             PredictRequest::new(self.workload.workload(self.think_time)?, self.slo.slo());
         request.max_concurrency = self.max_concurrency;
         request.seed = self.seed;
-        request.engine = self.engine.options();
+        request.engine = self.engine.options(engine, card);
         Ok(request)
     }
 }
 
 impl SolveArgs {
     /// The request: flags where given, else the scenario's, else defaults.
-    pub fn resolve(&self) -> Result<ResolvedSolve, capplan::InputError> {
+    pub fn resolve(
+        &self,
+        catalog: &capplan::catalog::Catalog,
+    ) -> Result<ResolvedSolve, capplan::InputError> {
         let scenario = self.scenario.as_deref().map(read_scenario).transpose()?;
         let from = scenario.clone().unwrap_or_default();
+        let engine = catalog
+            .engine(
+                self.engine
+                    .as_deref()
+                    .or(from.engine.as_deref())
+                    .unwrap_or(DEFAULT_ENGINE),
+            )?
+            .clone();
         let demand = match (self.users, self.rps, from.users, from.rps) {
             (Some(users), _, _, _) => Demand::Users(users),
             (None, Some(rps), _, _) => Demand::Rps(rps),
@@ -890,7 +992,7 @@ impl SolveArgs {
                 cards: pick(&self.cards, &from.cards),
                 headroom: self.headroom.or(from.headroom).unwrap_or(0.0),
                 spares: self.spares.or(from.spares).unwrap_or(0),
-                memory: self.memory.options(),
+                memory: self.memory.options_for(&engine),
             },
             predict: !self.no_predict && from.predict.unwrap_or(true),
             workload: Workload {
@@ -898,6 +1000,7 @@ impl SolveArgs {
                 output_tokens: output,
                 think_time: think_time.unwrap_or(ThinkTime::NONE),
             },
+            engine,
             scenario,
         })
     }
@@ -905,7 +1008,11 @@ impl SolveArgs {
 
 impl ResolvedSolve {
     /// The predictor for rows nobody measured, unless predictions are off.
-    pub fn predictor(&self, calibrations: Calibrations) -> Option<SimPredictor> {
+    pub fn predictor(
+        &self,
+        calibrations: Calibrations,
+        catalog: &capplan::catalog::Catalog,
+    ) -> Option<SimPredictor> {
         if !self.predict {
             return None;
         }
@@ -914,7 +1021,12 @@ impl ResolvedSolve {
             prediction_slo(&self.request.slo),
             self.request.memory,
             calibrations,
-        );
+        )
+        .with_engine(
+            self.engine.clone(),
+            std::sync::Arc::clone(&catalog.operators),
+        )
+        .with_bands(catalog.bands.clone());
         Some(match self.request.demand {
             Demand::Rps(_) => predictor.open_loop(),
             Demand::Users(_) => predictor,

@@ -15,6 +15,7 @@ pub mod sim;
 pub mod slo;
 pub mod stats;
 pub mod store;
+pub mod validate;
 pub mod workload;
 
 pub use error::{is_input_error, InputError};

@@ -1,13 +1,14 @@
 //! The `capplan` binary: parses arguments and hands them to the library.
 
 mod cli;
+mod commands;
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 
-use capplan::catalog::{memory_fit, Catalog};
+use capplan::catalog::{memory_fit, Catalog, EngineProfile, MemoryOptions, DEFAULT_ENGINE};
 use capplan::plan::compare::{CompareOptions, CompareReport, ScenarioName};
 use capplan::probe::redact::was_redacted;
 use capplan::probe::run::{load_config, run_probe, ProbeConfig, RunFolder, Target};
@@ -15,6 +16,7 @@ use capplan::report::hardware::{CatalogEntry, CatalogListing};
 use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
 use capplan::sim::calibration_file::Calibrations;
+use capplan::sim::engine::EngineOptions;
 use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
@@ -48,11 +50,16 @@ fn print<R: Report>(report: &R, cli: &Cli) -> anyhow::Result<()> {
 }
 
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    // Rebuilding the operator tables must not need the tables it rebuilds.
+    if let Command::Hardware(HardwareCommand::ImportOperators { from, out }) = &cli.command {
+        commands::operators::run(from, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let hardware = folder_or_default(&cli.hardware, "hardware");
     let catalog = Catalog::load(hardware.as_deref())?;
     match &cli.command {
         Command::Solve(args) => {
-            let resolved = args.resolve()?;
+            let resolved = args.resolve(&catalog)?;
             let report = solve_for(&catalog, cli, &resolved, &resolved.request)?;
             print(&report, cli)?;
             if let Some(scenario) = &resolved.scenario {
@@ -69,7 +76,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Compare(args) => {
-            let resolved = args.solve.resolve()?;
+            let resolved = args.solve.resolve(&catalog)?;
             let options = args.options(resolved.scenario.as_ref(), &catalog)?;
             let report = solve_for(&catalog, cli, &resolved, &resolved.request)?;
             let has_plans = report.has_plans();
@@ -86,6 +93,14 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+        Command::Hardware(HardwareCommand::ImportOperators { .. }) => {
+            unreachable!("handled before the catalog is read")
+        }
+        Command::Validate(args) => {
+            let report = commands::validate::run(&catalog, args)?;
+            print(&report, cli)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Hardware(HardwareCommand::List { what }) => {
             print(&CatalogListing::new(&catalog, what.section()), cli)?;
             Ok(ExitCode::SUCCESS)
@@ -95,12 +110,14 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 CatalogEntry::Card(card.clone())
             } else if let Ok(node) = catalog.node(name) {
                 CatalogEntry::Node(node.clone())
+            } else if let Ok(engine) = catalog.engine(name) {
+                CatalogEntry::Engine(engine.clone())
             } else {
                 CatalogEntry::Model(
                     catalog
                         .model(name)
                         .map_err(|_| capplan::InputError::UnknownName {
-                            kind: "card, node or model",
+                            kind: "card, node, model or engine",
                             name: name.clone(),
                             hint: nearest_any(&catalog, name),
                         })?
@@ -111,9 +128,15 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Predict(args) => {
-            let (layout, calibration) =
-                resolve_layout(&catalog, &args.layout, &args.memory, &calibrations(cli)?)?;
-            let request = args.request()?;
+            let engine = args.engine.profile(&catalog)?;
+            let (layout, calibration) = resolve_layout(
+                &catalog,
+                &args.layout,
+                &args.memory,
+                engine,
+                &calibrations(cli)?,
+            )?;
+            let request = args.request(engine, layout.card)?;
             let predicted = match &args.rate {
                 Some(rates) => predict_rate(&layout, &calibration, &request, rates),
                 None => predict(&layout, &calibration, &request),
@@ -122,16 +145,33 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 capplan::InputError::value(format!("cannot predict: {rejected}"))
             })?;
             prediction.instances_per_node = args.instances_per_node;
+            if prediction.rate_star.is_none() {
+                prediction.band = capplan::catalog::band::c_star_range(
+                    &catalog.bands,
+                    &prediction.calibration.engine,
+                    &prediction.basis,
+                    f64::from(prediction.c_star),
+                );
+            }
             print(&prediction, cli)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => {
-            let (layout, calibration) =
-                resolve_layout(&catalog, &args.layout, &args.memory, &calibrations(cli)?)?;
-            let (engine, _) = engine_for(&layout, &calibration, &args.engine.options(), true)
-                .map_err(|rejected| {
-                    capplan::InputError::value(format!("cannot serve: {rejected}"))
-                })?;
+            let profile = args.engine.profile(&catalog)?;
+            let (layout, calibration) = resolve_layout(
+                &catalog,
+                &args.layout,
+                &args.memory,
+                profile,
+                &calibrations(cli)?,
+            )?;
+            let (engine, _) = engine_for(
+                &layout,
+                &calibration,
+                &args.engine.options(profile, layout.card),
+                true,
+            )
+            .map_err(|rejected| capplan::InputError::value(format!("cannot serve: {rejected}")))?;
             let config = ServeConfig {
                 host: args.host.clone(),
                 port: args.port,
@@ -231,8 +271,13 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Calibrate(args) => {
             let curves = capplan::store::curve::load_curves(&args.paths)?;
-            let outcome =
-                capplan::sim::calibrate_runs::calibrate_runs(&curves, &catalog, args.iterations)?;
+            let engine = catalog.engine(args.engine.as_deref().unwrap_or(DEFAULT_ENGINE))?;
+            let outcome = capplan::sim::calibrate_runs::calibrate_runs(
+                &curves,
+                &catalog,
+                engine,
+                args.iterations,
+            )?;
             let mut written = Vec::new();
             if !args.dry_run {
                 let measurements = cli
@@ -307,15 +352,26 @@ async fn start_simulator(
 ) -> anyhow::Result<RunningServer> {
     let model = catalog.model(&config.layout.model)?;
     let card = catalog.card(&config.layout.card)?;
+    // The simulator runs what `predict` predicts by default: the vLLM profile.
+    let profile = catalog.engine(DEFAULT_ENGINE)?;
     let layout = Layout {
         model,
         card,
         interconnect: config.layout.interconnect.clone(),
         tp: config.layout.tp,
-        memory: Default::default(),
+        memory: MemoryOptions {
+            memory_utilization: profile.memory_utilization,
+            ..MemoryOptions::default()
+        },
     };
-    let calibration = Calibration::for_card(card, &config.layout.interconnect);
-    let (engine, _) = engine_for(&layout, &calibration, &Default::default(), true)
+    let calibration = Calibration::for_engine(
+        card,
+        &config.layout.interconnect,
+        profile,
+        &catalog.operators,
+    );
+    let options = EngineOptions::for_card(profile, card);
+    let (engine, _) = engine_for(&layout, &calibration, &options, true)
         .map_err(|rejected| capplan::InputError::value(format!("cannot simulate: {rejected}")))?;
     let rules = faults
         .iter()
@@ -358,7 +414,7 @@ fn solve_for(
         request: request.clone(),
         ..resolved.clone()
     };
-    let mut predictor = variant.predictor(calibrations(cli)?);
+    let mut predictor = variant.predictor(calibrations(cli)?, catalog);
     let mut report = plan::solve(
         catalog,
         &evidence.points,
@@ -426,6 +482,7 @@ fn resolve_layout<'a>(
     catalog: &'a Catalog,
     args: &LayoutArgs,
     memory: &MemoryFlags,
+    engine: &EngineProfile,
     calibrations: &Calibrations,
 ) -> anyhow::Result<(Layout<'a>, Calibration)> {
     let model = catalog.model(&args.model)?;
@@ -444,13 +501,13 @@ fn resolve_layout<'a>(
             node.interconnect.clone()
         }
     };
-    let calibration = calibrations.for_card(card, &interconnect);
+    let calibration = calibrations.for_engine(card, &interconnect, engine, &catalog.operators);
     let layout = Layout {
         model,
         card,
         interconnect,
         tp: args.tp,
-        memory: memory.options(),
+        memory: memory.options_for(engine),
     };
     Ok((layout, calibration))
 }

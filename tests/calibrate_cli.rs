@@ -6,6 +6,7 @@
 mod common;
 
 use capplan::catalog::Catalog;
+use capplan::sim::engine::EngineOptions;
 use capplan::sim::predict::{evaluate_level, Calibration, Layout, PredictRequest};
 use capplan::sim::Efficiency;
 use capplan::slo::{Percentile, Slo};
@@ -20,10 +21,14 @@ fn measured_levels(truth: Efficiency) -> Vec<Level> {
         catalog.model("llama-3.1-8b").unwrap(),
         catalog.card("L4").unwrap(),
     );
-    let layout = Layout::on_card(model, card, 1);
+    // The engine `capplan calibrate` assumes by default: vLLM's profile.
+    let vllm = catalog.engine("vllm").unwrap();
+    let mut layout = Layout::on_card(model, card, 1);
+    layout.memory.memory_utilization = vllm.memory_utilization;
     let calibration = Calibration {
         name: "truth".into(),
         efficiency: truth,
+        ..Calibration::for_engine(card, &card.interconnect, vllm, &catalog.operators)
     };
     let mut request = PredictRequest::new(
         Workload {
@@ -39,6 +44,7 @@ fn measured_levels(truth: Efficiency) -> Vec<Level> {
         },
     );
     request.seed = 7;
+    request.engine = EngineOptions::from_profile(vllm);
     [1, 4, 16, 32, 64]
         .iter()
         .map(|&n| {

@@ -9,7 +9,7 @@ use capplan::catalog::{Catalog, Dtype, MemoryOptions};
 use capplan::sim::calibrate::{calibrate, CalibratedFactors, Observation};
 use capplan::sim::engine::{Admission, EngineOptions};
 use capplan::sim::perf::Efficiency;
-use capplan::sim::predict::{predict, Layout, PredictRequest};
+use capplan::sim::predict::{predict, Calibration, Layout, PredictRequest};
 use capplan::slo::{Percentile, Slo};
 use capplan::workload::{ThinkTime, TokenLengths, Workload};
 
@@ -102,9 +102,14 @@ fn predicted(
     let mut request = PredictRequest::new(workload(), slo());
     request.resolution = 0.01;
     request.engine = engine();
-    predict(&layout, &factors.calibration("seed half", link), &request)
-        .map(|p| p.c_star)
-        .unwrap_or(0)
+    let base = Calibration::for_card(layout.card, link);
+    predict(
+        &layout,
+        &factors.calibration("seed half", link, &base),
+        &request,
+    )
+    .map(|p| p.c_star)
+    .unwrap_or(0)
 }
 
 #[test]
@@ -117,6 +122,7 @@ fn calibrated_on_half_the_seed_predicts_the_other_half() {
             workload: workload(),
             slo: slo(),
             engine: engine(),
+            step: Calibration::for_card(catalog.card(point.1).unwrap(), point.3),
             concurrency: point.5,
             label: format!("{} {} TP{}", point.0, point.1, point.2),
         })

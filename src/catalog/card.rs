@@ -19,6 +19,9 @@ pub struct Card {
     /// Dense FP8 TFLOP/s where the card has FP8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp8_tflops: Option<f64>,
+    /// Dense FP4 TFLOP/s (NVFP4/MXFP4) where the card has FP4 tensor cores (Blackwell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4_tflops: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub int8_tops: Option<f64>,
     /// The card-to-card link of its usual deployment: nvlink, pcie, infinity-fabric, hccs.
@@ -30,6 +33,11 @@ pub struct Card {
     pub form_factor: String,
     pub release_year: u32,
     pub source: String,
+    /// The system whose measured operator timings describe this card
+    /// (`hardware/operators/<system>/`), e.g. `h100_sxm`; absent when none were measured —
+    /// then predictions use the roofline and say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operators: Option<String>,
     /// Performance-model efficiency factors for this card, where they differ from the defaults
     /// (see `capplan::sim::perf::Efficiency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,17 +5,22 @@
 //! can type in a quote or a new card without rebuilding.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use super::band::ErrorBand;
 use super::names::{find, normalize, suggestion, Named};
-use super::{Card, Catalog, Dtype, Model, Node};
+use super::operators::OperatorLibrary;
+use super::{Card, Catalog, Dtype, EngineProfile, Model, Node};
 use crate::error::InputError;
 
 const SHIPPED_CARDS: &str = include_str!("../../hardware/cards.toml");
 const SHIPPED_NODES: &str = include_str!("../../hardware/nodes.toml");
 const SHIPPED_MODELS: &str = include_str!("../../hardware/models.toml");
+const SHIPPED_ENGINES: &str = include_str!("../../hardware/engines.toml");
+const SHIPPED_BANDS: &str = include_str!("../../hardware/bands.toml");
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +41,20 @@ struct NodesFile {
 struct ModelsFile {
     #[serde(default)]
     model: Vec<Model>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BandsFile {
+    #[serde(default)]
+    band: Vec<ErrorBand>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnginesFile {
+    #[serde(default)]
+    engine: Vec<EngineProfile>,
 }
 
 /// One catalog file's text and the name errors should point at.
@@ -62,6 +81,15 @@ impl Catalog {
                 text: SHIPPED_MODELS,
             }),
         )?;
+        catalog.merge_engines(&Source {
+            location: "hardware/engines.toml (built in)".into(),
+            text: SHIPPED_ENGINES,
+        })?;
+        catalog.bands = read_bands(&Source {
+            location: "hardware/bands.toml (built in)".into(),
+            text: SHIPPED_BANDS,
+        })?;
+        catalog.operators = Arc::new(OperatorLibrary::shipped()?);
         Ok(catalog)
     }
 
@@ -91,11 +119,33 @@ impl Catalog {
         let cards = read("cards.toml")?;
         let nodes = read("nodes.toml")?;
         let models = read("models.toml")?;
+        let engines = read("engines.toml")?;
+        if let Some(bands) = read("bands.toml")? {
+            // A bands file replaces the built-in one whole: bands are one measurement.
+            catalog.bands = read_bands(&Source {
+                location: bands.0.clone(),
+                text: &bands.1,
+            })?;
+        }
         catalog.merge_texts(source(&cards), source(&nodes), source(&models))?;
+        if let Some(engines) = source(&engines) {
+            catalog.merge_engines(&engines)?;
+        }
+        if dir.join("operators").is_dir() {
+            catalog.operators = Arc::new(OperatorLibrary::load(Some(dir))?);
+        }
         catalog
             .origin
             .push(format!("overrides from {}", dir.display()));
         Ok(catalog)
+    }
+
+    fn merge_engines(&mut self, source: &Source) -> Result<(), InputError> {
+        let file: EnginesFile = parse_toml(source)?;
+        for engine in &file.engine {
+            check_engine(engine, source)?;
+        }
+        merge(&mut self.engines, file.engine, source)
     }
 
     fn merge_texts(
@@ -217,6 +267,67 @@ fn check_card(card: &Card, source: &Source) -> Result<(), InputError> {
     Ok(())
 }
 
+fn read_bands(source: &Source) -> Result<Vec<ErrorBand>, InputError> {
+    let file: BandsFile = parse_toml(source)?;
+    for band in &file.band {
+        if !(band.low.is_finite()
+            && band.high.is_finite()
+            && band.low <= band.high
+            && band.low > -1.0)
+        {
+            return Err(InputError::file(
+                source.location.clone(),
+                format!(
+                    "band for {} on {}: low and high are C* errors with -1 < low ≤ high, got {} and {}",
+                    band.engine, band.basis, band.low, band.high
+                ),
+            ));
+        }
+    }
+    Ok(file.band)
+}
+
+fn check_engine(engine: &EngineProfile, source: &Source) -> Result<(), InputError> {
+    for (value, field) in [
+        (engine.max_running as f64, "max_running"),
+        (engine.token_budget as f64, "token_budget"),
+        (engine.memory_utilization, "memory_utilization"),
+    ] {
+        positive(value, field, &engine.name, source)?;
+    }
+    let invalid = |message: String| {
+        InputError::file(
+            entry_location(source, &engine.name),
+            format!("'{}': {message}", engine.name),
+        )
+    };
+    if engine.memory_utilization > 1.0 {
+        return Err(invalid(format!(
+            "memory_utilization is a share of the card's memory (0 < x ≤ 1), got {}",
+            engine.memory_utilization
+        )));
+    }
+    for (value, field) in [
+        (engine.step_overhead_ms, "step_overhead_ms"),
+        (engine.seq_overhead_us, "seq_overhead_us"),
+    ] {
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(invalid(format!("{field} must be 0 or more, got {value}")));
+        }
+    }
+    if engine
+        .cuda_graph_sizes
+        .windows(2)
+        .any(|pair| pair[0] >= pair[1])
+        || engine.cuda_graph_sizes.first() == Some(&0)
+    {
+        return Err(invalid(
+            "cuda_graph_sizes must be batch sizes in ascending order, each at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn check_model(model: &Model, source: &Source) -> Result<(), InputError> {
     positive(model.params_b, "params_b", &model.name, source)?;
     if !model.generates_text() {
@@ -232,6 +343,14 @@ fn check_model(model: &Model, source: &Source) -> Result<(), InputError> {
         (model.max_context, "max_context"),
     ] {
         positive(f64::from(value), field, &model.name, source)?;
+    }
+    if let Some(mlp) = model.mlp.as_deref() {
+        if mlp != "gated" && mlp != "plain" {
+            return Err(InputError::file(
+                entry_location(source, &model.name),
+                format!("'{}': mlp '{mlp}' must be gated or plain", model.name),
+            ));
+        }
     }
     if !model.heads.is_multiple_of(model.kv_heads) {
         return Err(InputError::file(

@@ -220,6 +220,7 @@ mod tests {
             layers,
             hidden_size: heads * 128,
             intermediate_size: 4 * heads * 128,
+            mlp: None,
             heads,
             kv_heads,
             head_dim: 128,
@@ -241,6 +242,7 @@ mod tests {
             hbm_bandwidth_gbs: 1000.0,
             fp16_tflops: 100.0,
             fp8_tflops: None,
+            fp4_tflops: None,
             int8_tops: None,
             interconnect: "pcie".into(),
             link_bandwidth_gbs: 64.0,
@@ -249,6 +251,7 @@ mod tests {
             form_factor: "pcie".into(),
             release_year: 2020,
             source: "test".into(),
+            operators: None,
             efficiency: None,
         }
     }

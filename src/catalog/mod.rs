@@ -1,15 +1,19 @@
 //! The hardware catalog (cards, node shapes, models) and what fits in a card's memory.
 
+pub mod band;
 pub mod card;
 pub mod dtype;
+pub mod engine;
 pub mod load;
 pub mod memory;
 pub mod model;
 pub mod names;
 pub mod node;
+pub mod operators;
 
 pub use card::{Card, EfficiencyOverrides};
 pub use dtype::Dtype;
+pub use engine::{Admission, EngineProfile, LargeCardDefaults, StepMix, DEFAULT_ENGINE};
 pub use memory::{memory_fit, MemoryFit, MemoryOptions};
 pub use model::Model;
 pub use node::Node;
@@ -25,6 +29,12 @@ pub struct Catalog {
     pub cards: Vec<Card>,
     pub nodes: Vec<Node>,
     pub models: Vec<Model>,
+    /// Serving engines' scheduler defaults and overheads (`hardware/engines.toml`).
+    pub engines: Vec<EngineProfile>,
+    /// How wrong predictions were on held-out public measurements (`hardware/bands.toml`).
+    pub bands: Vec<band::ErrorBand>,
+    /// Measured operator timings per card system and engine (`hardware/operators/`).
+    pub operators: std::sync::Arc<operators::OperatorLibrary>,
     /// Where entries came from beyond the built-in copy.
     pub origin: Vec<String>,
 }
@@ -40,6 +50,11 @@ impl Catalog {
 
     pub fn model(&self, name: &str) -> Result<&Model, InputError> {
         names::lookup(&self.models, name, "model")
+    }
+
+    /// An engine profile by name or alias (`vllm`, `sglang`, `trtllm`, `tgi`).
+    pub fn engine(&self, name: &str) -> Result<&EngineProfile, InputError> {
+        names::lookup(&self.engines, name, "engine")
     }
 
     /// The node shapes built from `card`.

@@ -30,6 +30,10 @@ pub struct Model {
     pub hidden_size: u32,
     #[serde(default)]
     pub intermediate_size: u32,
+    /// `gated` (SwiGLU: gate and up projections, then down; Llama, Qwen, Mistral — the
+    /// default) or `plain` (one up projection, an activation, down; GPT-J, Falcon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp: Option<String>,
     #[serde(default)]
     pub heads: u32,
     #[serde(default)]
@@ -66,5 +70,10 @@ impl Model {
 
     pub fn params(&self) -> f64 {
         self.params_b * 1e9
+    }
+
+    /// Whether the MLP has a gate projection beside its up projection (SwiGLU).
+    pub fn gated_mlp(&self) -> bool {
+        self.mlp.as_deref() != Some("plain")
     }
 }

@@ -22,6 +22,7 @@ macro_rules! named {
 }
 named!(super::Card);
 named!(super::Model);
+named!(super::EngineProfile);
 
 impl Named for super::Node {
     fn name(&self) -> &str {

@@ -141,6 +141,8 @@ mod tests {
             origin: "t".into(),
             e2e_mean_s: e2e,
             output_tokens: None,
+            engine: None,
+            band: None,
         }
     }
 

@@ -109,6 +109,8 @@ pub fn points_from_runs(
             origin: origin.clone(),
             e2e_mean_s: e2e,
             output_tokens: curve.workload().map(|w| w.output_tokens.mean()),
+            engine: None,
+            band: None,
         };
         let fitted = fit_measured(curve.clone(), &settings);
         match (&fitted.capacity, curve.result_c_star) {

@@ -22,6 +22,7 @@
 //! [workload]               # what predicted rows assume
 //! input_tokens = "512"
 //! output_tokens = "100..400"
+//! engine = "vllm"          # engine profile of predictions: vllm, sglang, trtllm, tgi
 //! [costs]
 //! years = 3
 //! power_price = 0.12       # US$ per kWh
@@ -92,6 +93,7 @@ struct CandidatesSection {
 struct WorkloadSection {
     input_tokens: Option<String>,
     output_tokens: Option<String>,
+    engine: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -126,6 +128,8 @@ pub struct Scenario {
     pub predict: Option<bool>,
     pub input_tokens: Option<TokenLengths>,
     pub output_tokens: Option<TokenLengths>,
+    /// Engine profile for predicted rows (checked against the catalog when used).
+    pub engine: Option<String>,
     pub costs: CostAssumptions,
     pub mix: bool,
     /// `NODE:COUNT` entries, checked against the catalog when used.
@@ -216,6 +220,7 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, InputError> {
         predict: file.candidates.predict,
         input_tokens: parsed("workload.input_tokens", &file.workload.input_tokens)?,
         output_tokens: parsed("workload.output_tokens", &file.workload.output_tokens)?,
+        engine: file.workload.engine,
         costs,
         mix: file.costs.mix.unwrap_or(false),
         inventory: file.costs.inventory,

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{count, dollars, Document, Report, Table};
-use crate::catalog::{Card, Catalog, Model, Node};
+use crate::catalog::{Card, Catalog, EngineProfile, Model, Node};
 
 /// Which part of the catalog to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,6 +11,7 @@ pub enum Section {
     Cards,
     Nodes,
     Models,
+    Engines,
     All,
 }
 
@@ -23,6 +24,11 @@ pub struct CatalogListing {
     pub nodes: Vec<Node>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<Model>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub engines: Vec<EngineProfile>,
+    /// Measured operator tables: (system, engine) pairs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub operator_tables: Vec<(String, String)>,
 }
 
 impl CatalogListing {
@@ -41,6 +47,21 @@ impl CatalogListing {
             },
             models: if want(Section::Models) {
                 catalog.models.clone()
+            } else {
+                Vec::new()
+            },
+            engines: if want(Section::Engines) {
+                catalog.engines.clone()
+            } else {
+                Vec::new()
+            },
+            operator_tables: if want(Section::Engines) {
+                catalog
+                    .operators
+                    .systems()
+                    .into_iter()
+                    .map(|(system, engine)| (system.to_string(), engine.to_string()))
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -166,6 +187,74 @@ fn models_table(models: &[Model]) -> Table {
     }
 }
 
+fn engines_table(engines: &[EngineProfile]) -> Table {
+    Table {
+        caption: Some("Engine profiles (scheduler defaults and per-step overhead)".into()),
+        headers: [
+            "engine",
+            "describes",
+            "max running",
+            "tokens/step",
+            "prefill",
+            "admission",
+            "step ms",
+            "µs/seq",
+            "kernels timed by",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: engines
+            .iter()
+            .map(|e| {
+                vec![
+                    e.name.clone(),
+                    e.describes.clone(),
+                    e.max_running.to_string(),
+                    e.token_budget.to_string(),
+                    format!(
+                        "{}{}",
+                        e.step_mix,
+                        if e.chunked_prefill {
+                            ", chunked"
+                        } else {
+                            ", whole"
+                        }
+                    ),
+                    e.admission.to_string(),
+                    format!("{:.2}", e.step_overhead_ms),
+                    format!("{:.0}", e.seq_overhead_us),
+                    format!("{} operator tables", e.operators),
+                ]
+            })
+            .collect(),
+    }
+}
+
+fn operator_tables_table(pairs: &[(String, String)]) -> Table {
+    let mut systems: Vec<&str> = pairs.iter().map(|(s, _)| s.as_str()).collect();
+    systems.dedup();
+    Table {
+        caption: Some(
+            "Measured operator timings (hardware/operators/, from NVIDIA AIConfigurator)".into(),
+        ),
+        headers: vec!["system".into(), "engines".into()],
+        rows: systems
+            .iter()
+            .map(|system| {
+                vec![
+                    system.to_string(),
+                    pairs
+                        .iter()
+                        .filter(|(s, _)| s == system)
+                        .map(|(_, e)| e.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ]
+            })
+            .collect(),
+    }
+}
+
 impl Report for CatalogListing {
     fn document(&self) -> Document {
         let mut tables = Vec::new();
@@ -177,6 +266,12 @@ impl Report for CatalogListing {
         }
         if !self.models.is_empty() {
             tables.push(models_table(&self.models));
+        }
+        if !self.engines.is_empty() {
+            tables.push(engines_table(&self.engines));
+        }
+        if !self.operator_tables.is_empty() {
+            tables.push(operator_tables_table(&self.operator_tables));
         }
         Document {
             heading: Vec::new(),
@@ -194,6 +289,7 @@ pub enum CatalogEntry {
     Card(Card),
     Node(Node),
     Model(Model),
+    Engine(EngineProfile),
 }
 
 impl Report for CatalogEntry {

@@ -18,6 +18,7 @@ pub mod predict;
 pub mod probe;
 pub mod solve;
 pub mod terminal;
+pub mod validate;
 
 use std::str::FromStr;
 

@@ -28,6 +28,8 @@ pub struct Observation<'a> {
     pub slo: Slo,
     /// The engine's scheduler settings when it was measured.
     pub engine: EngineOptions,
+    /// The card's step model the factors apply to (engine profile, operator tables).
+    pub step: Calibration,
     pub concurrency: u32,
     pub label: String,
 }
@@ -41,6 +43,19 @@ pub struct CalibratedFactors {
     pub step_overhead_ms: f64,
     pub seq_overhead_ms: f64,
     pub hop_latency_us: BTreeMap<String, f64>,
+    /// Multiplier on measured operator timings (cards with operator tables); 1 in
+    /// calibrations written before it existed.
+    #[serde(default = "unit")]
+    pub operator_scale: f64,
+    /// The engine profile's eager-step and per-request overheads, carried through (not fitted).
+    #[serde(default)]
+    pub eager_layer_overhead_us: f64,
+    #[serde(default)]
+    pub request_overhead_ms: f64,
+}
+
+fn unit() -> f64 {
+    1.0
 }
 
 impl CalibratedFactors {
@@ -52,6 +67,9 @@ impl CalibratedFactors {
             link: efficiency.link,
             step_overhead_ms: efficiency.step_overhead_ms,
             seq_overhead_ms: efficiency.seq_overhead_ms,
+            operator_scale: efficiency.operator_scale,
+            eager_layer_overhead_us: efficiency.eager_layer_overhead_us,
+            request_overhead_ms: efficiency.request_overhead_ms,
             hop_latency_us: links
                 .iter()
                 .map(|link| (link.clone(), default_hop_latency_us(link)))
@@ -71,13 +89,18 @@ impl CalibratedFactors {
                 .unwrap_or_else(|| default_hop_latency_us(interconnect)),
             step_overhead_ms: self.step_overhead_ms,
             seq_overhead_ms: self.seq_overhead_ms,
+            operator_scale: self.operator_scale,
+            eager_layer_overhead_us: self.eager_layer_overhead_us,
+            request_overhead_ms: self.request_overhead_ms,
         }
     }
 
-    pub fn calibration(&self, name: &str, interconnect: &str) -> Calibration {
+    /// `base` (the card's step model: engine profile, operator tables) with these factors.
+    pub fn calibration(&self, name: &str, interconnect: &str, base: &Calibration) -> Calibration {
         Calibration {
             name: name.to_string(),
             efficiency: self.efficiency_for(interconnect),
+            ..base.clone()
         }
     }
 
@@ -87,6 +110,7 @@ impl CalibratedFactors {
             self.memory.ln(),
             self.step_overhead_ms.ln(),
             self.seq_overhead_ms.ln(),
+            self.operator_scale.ln(),
         ];
         p.extend(self.hop_latency_us.values().map(|v| v.ln()));
         p
@@ -96,7 +120,7 @@ impl CalibratedFactors {
         let clamp = |v: f64, low: f64, high: f64| v.exp().clamp(low, high);
         let mut hop_latency_us = BTreeMap::new();
         for (index, link) in self.hop_latency_us.keys().enumerate() {
-            hop_latency_us.insert(link.clone(), clamp(p[4 + index], 0.1, 100_000.0));
+            hop_latency_us.insert(link.clone(), clamp(p[5 + index], 0.1, 100_000.0));
         }
         CalibratedFactors {
             compute: clamp(p[0], 0.01, 1.0),
@@ -104,6 +128,9 @@ impl CalibratedFactors {
             link: self.link,
             step_overhead_ms: clamp(p[2], 0.01, 2_000.0),
             seq_overhead_ms: clamp(p[3], 1e-4, 200.0),
+            operator_scale: clamp(p[4], 0.05, 20.0),
+            eager_layer_overhead_us: self.eager_layer_overhead_us,
+            request_overhead_ms: self.request_overhead_ms,
             hop_latency_us,
         }
     }
@@ -120,7 +147,8 @@ pub struct CalibrationFit {
 
 /// ln of the limiting metric over its limit, for one observation under `factors`.
 fn residual(observation: &Observation, factors: &CalibratedFactors, seed: u64) -> f64 {
-    let calibration = factors.calibration("fit", &observation.layout.interconnect);
+    let calibration =
+        factors.calibration("fit", &observation.layout.interconnect, &observation.step);
     let mut request = PredictRequest::new(observation.workload.clone(), observation.slo);
     request.seed = seed;
     request.engine = observation.engine;

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::calibrate::CalibratedFactors;
 use super::engine::EngineOptions;
-use super::predict::{evaluate_level, Layout, PredictRequest};
+use super::predict::{evaluate_level, Calibration, Layout, PredictRequest};
 use crate::slo::{Percentile, Slo};
 use crate::store::steps::{Level, Metric};
 use crate::workload::Workload;
@@ -24,6 +24,8 @@ pub struct CurveObservation<'a> {
     pub layout: Layout<'a>,
     pub workload: Workload,
     pub engine: EngineOptions,
+    /// The card's step model the factors apply to (engine profile, operator tables).
+    pub step: Calibration,
     pub levels: Vec<Level>,
     pub label: String,
 }
@@ -66,7 +68,8 @@ pub fn compare(
     factors: &CalibratedFactors,
     seed: u64,
 ) -> Vec<LevelComparison> {
-    let calibration = factors.calibration("fit", &observation.layout.interconnect);
+    let calibration =
+        factors.calibration("fit", &observation.layout.interconnect, &observation.step);
     let mut request = PredictRequest::new(
         observation.workload.clone(),
         Slo {

@@ -7,11 +7,11 @@ use serde::Serialize;
 use super::calibrate::CalibratedFactors;
 use super::calibrate_curves::{calibrate_curves, CurveCalibration, CurveObservation};
 use super::calibration_file::StoredCalibration;
-use super::perf::Efficiency;
-use super::predict::Layout;
+use super::engine::EngineOptions;
+use super::predict::{Calibration, Layout};
 use crate::catalog::memory::MemoryOptions;
 use crate::catalog::names::find;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, EngineProfile};
 use crate::store::curve::MeasuredCurve;
 
 /// One card's calibration and what it was fitted on.
@@ -49,6 +49,7 @@ pub struct CalibrateOutcome {
 pub fn calibrate_runs(
     curves: &[MeasuredCurve],
     catalog: &Catalog,
+    engine: &EngineProfile,
     max_iterations: u64,
 ) -> anyhow::Result<CalibrateOutcome> {
     let mut skipped = Vec::new();
@@ -81,19 +82,25 @@ pub fn calibrate_runs(
             ));
             continue;
         };
+        let interconnect = layout
+            .interconnect
+            .clone()
+            .unwrap_or_else(|| card.interconnect.clone());
+        let step = Calibration::for_engine(card, &interconnect, engine, &catalog.operators);
         let observation = CurveObservation {
             layout: Layout {
                 model,
                 card,
-                interconnect: layout
-                    .interconnect
-                    .clone()
-                    .unwrap_or_else(|| card.interconnect.clone()),
+                interconnect,
                 tp: layout.tp,
-                memory: MemoryOptions::default(),
+                memory: MemoryOptions {
+                    memory_utilization: engine.memory_utilization,
+                    ..MemoryOptions::default()
+                },
             },
             workload,
-            engine: Default::default(),
+            engine: EngineOptions::for_card(engine, card),
+            step,
             levels: curve.levels.clone(),
             label: origin,
         };
@@ -113,10 +120,8 @@ pub fn calibrate_runs(
             .collect();
         links.sort();
         links.dedup();
-        let start = CalibratedFactors::from_defaults(
-            &Efficiency::for_card(card, &card.interconnect),
-            &links,
-        );
+        let base = Calibration::for_engine(card, &card.interconnect, engine, &catalog.operators);
+        let start = CalibratedFactors::from_defaults(&base.efficiency, &links);
         let fit = calibrate_curves(&observations, &start, max_iterations)
             .map_err(|err| anyhow::anyhow!("calibrating {name}: {err}"))?;
         cards.push(CardCalibration {

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::calibrate::CalibratedFactors;
 use super::predict::Calibration;
-use crate::catalog::Card;
+use crate::catalog::operators::OperatorLibrary;
+use crate::catalog::{Card, EngineProfile};
 use crate::error::InputError;
 
 /// The folder under `measurements/`.
@@ -78,8 +79,32 @@ impl Calibrations {
     }
 
     /// The calibration for `card` over `interconnect`: the stored one, else the defaults with
-    /// the catalog's overrides.
+    /// the catalog's overrides (roofline, no engine profile).
     pub fn for_card(&self, card: &Card, interconnect: &str) -> Calibration {
+        self.apply(
+            card,
+            interconnect,
+            Calibration::for_card(card, interconnect),
+        )
+    }
+
+    /// The step model of `card` under `engine` (see [`Calibration::for_engine`]), with this
+    /// card's stored calibration applied when there is one.
+    pub fn for_engine(
+        &self,
+        card: &Card,
+        interconnect: &str,
+        engine: &EngineProfile,
+        operators: &OperatorLibrary,
+    ) -> Calibration {
+        self.apply(
+            card,
+            interconnect,
+            Calibration::for_engine(card, interconnect, engine, operators),
+        )
+    }
+
+    fn apply(&self, card: &Card, interconnect: &str, base: Calibration) -> Calibration {
         match self.by_card.get(&card.name) {
             Some((path, record)) => Calibration {
                 name: format!(
@@ -90,8 +115,9 @@ impl Calibrations {
                     path.display()
                 ),
                 efficiency: record.factors.efficiency_for(interconnect),
+                ..base
             },
-            None => Calibration::for_card(card, interconnect),
+            None => base,
         }
     }
 

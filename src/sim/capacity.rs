@@ -1,8 +1,12 @@
 //! The simulated engine as the planner's predictor of capacity.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use crate::catalog::{Card, MemoryOptions, Model, Node};
+use super::engine::EngineOptions;
+use crate::catalog::band::{c_star_range, ErrorBand};
+use crate::catalog::operators::OperatorLibrary;
+use crate::catalog::{Card, EngineProfile, MemoryOptions, Model, Node};
 use crate::plan::predicted::CapacityPredictor;
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
@@ -18,11 +22,18 @@ pub struct SimPredictor {
     memory: MemoryOptions,
     cache: HashMap<(String, String, String, u32), Result<CapacityPoint, String>>,
     calibrations: Vec<String>,
+    /// What each card's step times rested on (card, basis), in the order first used.
+    bases: Vec<(String, String)>,
     /// Calibrations from measurements/calibrations, by card.
     stored: Calibrations,
     /// Requests arrive as a Poisson process (a demand in requests/s), not from closed-loop
     /// users: predict the highest rate, R*.
     open_loop: bool,
+    /// The engine profile modelled and the operator timings available (none: the generic
+    /// scheduler on the roofline).
+    engine: Option<(EngineProfile, Arc<OperatorLibrary>)>,
+    /// Error bands measured by `capplan validate`, for each prediction's range.
+    bands: Vec<ErrorBand>,
 }
 
 impl SimPredictor {
@@ -40,9 +51,30 @@ impl SimPredictor {
             memory,
             cache: HashMap::new(),
             calibrations: Vec::new(),
+            bases: Vec::new(),
             stored: calibrations,
             open_loop: false,
+            engine: None,
+            bands: Vec::new(),
         }
+    }
+
+    /// Models `engine`'s scheduler and overheads, timing kernels from `operators` where the
+    /// card has them.
+    pub fn with_engine(
+        mut self,
+        engine: EngineProfile,
+        operators: Arc<OperatorLibrary>,
+    ) -> SimPredictor {
+        self.request.engine = EngineOptions::from_profile(&engine);
+        self.engine = Some((engine, operators));
+        self
+    }
+
+    /// Gives every predicted C* the range `bands` put the measured one in.
+    pub fn with_bands(mut self, bands: Vec<ErrorBand>) -> SimPredictor {
+        self.bands = bands;
+        self
     }
 
     /// For a demand in requests per second: each instance's capacity is the highest Poisson
@@ -79,13 +111,31 @@ impl CapacityPredictor for SimPredictor {
             tp,
             memory: self.memory,
         };
-        let calibration = self.stored.for_card(card, &node.interconnect);
+        let mut request = self.request.clone();
+        if let Some((engine, _)) = &self.engine {
+            request.engine = EngineOptions::for_card(engine, card);
+        }
+        let calibration = match &self.engine {
+            Some((engine, operators)) => {
+                self.stored
+                    .for_engine(card, &node.interconnect, engine, operators)
+            }
+            None => self.stored.for_card(card, &node.interconnect),
+        };
+        let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
+        if !self.bases.iter().any(|(name, _)| *name == card.name) {
+            if let Ok((engine, _)) =
+                super::predict::engine_for(&layout, &calibration, &request.engine, false)
+            {
+                let basis = super::predict::step_basis(&engine, &calibration);
+                self.bases.push((card.name.clone(), basis));
+            }
+        }
         if !self.calibrations.contains(&calibration.name) {
             self.calibrations.push(calibration.name.clone());
         }
         if self.open_loop {
-            let answer = match predict_rate(&layout, &calibration, &self.request, &RateSearch::Auto)
-            {
+            let answer = match predict_rate(&layout, &calibration, &request, &RateSearch::Auto) {
                 Err(rejected) => Err(rejected.reason),
                 Ok(prediction) => match prediction.rate_star {
                     Some(rate) if rate.rate > 0.0 => {
@@ -112,6 +162,8 @@ impl CapacityPredictor for SimPredictor {
                             ),
                             e2e_mean_s: e2e,
                             output_tokens: Some(self.request.workload.output_tokens.mean()),
+                            engine: engine_name.clone(),
+                            band: None,
                             origin: format!(
                                 "predicted R* [{:.3}, {}], {}",
                                 rate.last_pass,
@@ -127,12 +179,18 @@ impl CapacityPredictor for SimPredictor {
             self.cache.insert(key, answer.clone());
             return answer;
         }
-        let answer = match predict(&layout, &calibration, &self.request) {
+        let answer = match predict(&layout, &calibration, &request) {
             Err(rejected) => Err(rejected.reason),
             Ok(prediction) if prediction.c_star == 0 => {
                 Err(format!("predicted C* is 0 ({})", prediction.limit))
             }
             Ok(prediction) => Ok(CapacityPoint {
+                band: c_star_range(
+                    &self.bands,
+                    engine_name.as_deref().unwrap_or("generic"),
+                    &prediction.basis,
+                    f64::from(prediction.c_star),
+                ),
                 model: model.name.clone(),
                 card: card.name.clone(),
                 interconnect: node.interconnect.clone(),
@@ -151,6 +209,8 @@ impl CapacityPredictor for SimPredictor {
                     .find(|level| level.concurrency == prediction.c_star)
                     .map(|level| level.e2e.mean),
                 output_tokens: Some(self.request.workload.output_tokens.mean()),
+                engine: engine_name.clone(),
+
                 origin: format!(
                     "predicted [{}, {}], {}",
                     prediction.last_pass,
@@ -166,8 +226,16 @@ impl CapacityPredictor for SimPredictor {
     }
 
     fn assumptions(&self) -> String {
+        let engine = match &self.engine {
+            Some((engine, _)) => format!("engine profile {}", engine.summary()),
+            None => "a generic scheduler".to_string(),
+        };
+        let mut bases: Vec<String> = Vec::new();
+        for (card, basis) in &self.bases {
+            bases.push(format!("{card}: {basis}"));
+        }
         format!(
-            "predicted rows: simulated continuous batching, {}, workload {}, {}, efficiency {}",
+            "predicted rows: simulated continuous batching, {engine}, {}, workload {}, {}, efficiency {}; step times — {}",
             if self.open_loop {
                 "Poisson arrivals (R*)"
             } else {
@@ -179,6 +247,11 @@ impl CapacityPredictor for SimPredictor {
                 "defaults (uncalibrated)".to_string()
             } else {
                 self.calibrations.join(", ")
+            },
+            if bases.is_empty() {
+                "none predicted".to_string()
+            } else {
+                bases.join("; ")
             }
         )
     }

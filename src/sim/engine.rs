@@ -18,56 +18,10 @@ use serde::Serialize;
 
 use super::perf::{PerfModel, StepTime, StepWork};
 
-/// When waiting requests may join a running batch.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Admission {
-    /// At every iteration (vLLM, SGLang).
-    Continuous,
-    /// As Hugging Face TGI's router: while a batch runs, new requests join only once
-    /// `max_waiting_steps` decode steps have passed since the last admission, or when at least
-    /// `waiting_served_ratio` × running requests are waiting (TGI defaults: 20 and 1.2). Their
-    /// TTFT then includes up to that many steps of waiting.
-    Delayed {
-        max_waiting_steps: u64,
-        waiting_served_ratio: f64,
-    },
-}
+pub use crate::catalog::engine::Admission;
+use crate::catalog::{EngineProfile, StepMix};
 
-impl std::str::FromStr for Admission {
-    type Err = crate::error::InputError;
-
-    /// `continuous`, `delayed` (TGI defaults) or `delayed:STEPS,RATIO`.
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let invalid = || {
-            crate::error::InputError::value(format!(
-                "admission '{text}': use continuous, delayed, or delayed:STEPS,RATIO (e.g. delayed:20,1.2)"
-            ))
-        };
-        match text.trim() {
-            "continuous" => Ok(Admission::Continuous),
-            "delayed" | "tgi" => Ok(Admission::Delayed {
-                max_waiting_steps: 20,
-                waiting_served_ratio: 1.2,
-            }),
-            other => {
-                let spec = other.strip_prefix("delayed:").ok_or_else(invalid)?;
-                let (steps, ratio) = spec.split_once(',').ok_or_else(invalid)?;
-                let max_waiting_steps = steps.trim().parse().map_err(|_| invalid())?;
-                let waiting_served_ratio: f64 = ratio.trim().parse().map_err(|_| invalid())?;
-                if !(waiting_served_ratio.is_finite() && waiting_served_ratio >= 0.0) {
-                    return Err(invalid());
-                }
-                Ok(Admission::Delayed {
-                    max_waiting_steps,
-                    waiting_served_ratio,
-                })
-            }
-        }
-    }
-}
-
-/// Scheduler settings a user can choose (the KV capacity comes from the memory fit).
+/// Scheduler settings: an engine profile's defaults, with what the user overrode.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct EngineOptions {
     /// Most sequences in flight (vLLM `max_num_seqs`). Default 256.
@@ -75,14 +29,46 @@ pub struct EngineOptions {
     /// Most tokens one iteration processes (vLLM `max_num_batched_tokens`). Default 2048.
     pub token_budget: u64,
     pub admission: Admission,
+    /// Whether prompt chunks ride along with decodes or run in iterations of their own.
+    pub step_mix: StepMix,
+    /// Whether a prompt longer than the budget is split over iterations.
+    pub chunked_prefill: bool,
 }
 
 impl Default for EngineOptions {
+    /// A generic continuous-batching scheduler (vLLM's pre-V1 defaults); real predictions use
+    /// an engine profile ([`EngineOptions::from_profile`]).
     fn default() -> Self {
         EngineOptions {
             max_running: 256,
             token_budget: 2048,
             admission: Admission::Continuous,
+            step_mix: StepMix::Mixed,
+            chunked_prefill: true,
+        }
+    }
+}
+
+impl EngineOptions {
+    /// The scheduler defaults of `profile` on `card` (some engines pick larger limits on
+    /// large cards).
+    pub fn for_card(profile: &EngineProfile, card: &crate::catalog::Card) -> EngineOptions {
+        let (max_running, token_budget) = profile.limits_on(card);
+        EngineOptions {
+            max_running,
+            token_budget,
+            ..EngineOptions::from_profile(profile)
+        }
+    }
+
+    /// The scheduler defaults of `profile` (on a small card).
+    pub fn from_profile(profile: &EngineProfile) -> EngineOptions {
+        EngineOptions {
+            max_running: profile.max_running,
+            token_budget: profile.token_budget,
+            admission: profile.admission,
+            step_mix: profile.step_mix,
+            chunked_prefill: profile.chunked_prefill,
         }
     }
 }
@@ -93,6 +79,8 @@ pub struct EngineConfig {
     pub max_running: usize,
     pub token_budget: u64,
     pub admission: Admission,
+    pub step_mix: StepMix,
+    pub chunked_prefill: bool,
     /// KV-cache positions the instance holds (from the memory fit).
     pub kv_capacity: u64,
 }
@@ -107,6 +95,8 @@ impl EngineConfig {
             max_running: options.max_running.max(1),
             token_budget: options.token_budget.max(1),
             admission: options.admission,
+            step_mix: options.step_mix,
+            chunked_prefill: options.chunked_prefill,
             kv_capacity,
         }
     }
@@ -138,7 +128,7 @@ struct Prefilling {
 
 #[derive(Debug, Clone, Copy)]
 struct Decoding {
-    /// Iteration after which it entered decoding.
+    /// Decode clock (see `Engine::decode_clock`) when it entered decoding.
     start_step: u64,
     /// KV positions at `start_step`.
     context0: u64,
@@ -213,6 +203,10 @@ pub struct Engine {
     context_sum: u64,
     prefill_kv: u64,
     step: u64,
+    /// Iterations that decoded. Decoding sequences advance one token per such iteration, so
+    /// their context and finishing point are kept in this clock: an iteration that only
+    /// prefills (`StepMix::PrefillFirst`) leaves them where they were.
+    decode_clock: u64,
     admissions: u64,
     /// Iterations since waiting requests were last admitted (for delayed admission).
     steps_since_admission: u64,
@@ -233,6 +227,7 @@ impl Engine {
             context_sum: 0,
             prefill_kv: 0,
             step: 0,
+            decode_clock: 0,
             admissions: 0,
             steps_since_admission: 0,
             counters: EngineCounters::default(),
@@ -294,7 +289,7 @@ impl Engine {
             self.prefill_kv -= removed.done;
         }
         if let Some(seq) = self.decoding.remove(&id) {
-            self.context_sum -= seq.context0 + (self.step - seq.start_step);
+            self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
             self.order.remove(&seq.admitted);
         }
     }
@@ -306,14 +301,37 @@ impl Engine {
         }
         let mut outcome = StepOutcome::default();
 
+        let may_admit = match self.config.admission {
+            Admission::Continuous => true,
+            Admission::Delayed {
+                max_waiting_steps,
+                waiting_served_ratio,
+            } => {
+                let running = self.running();
+                running == 0
+                    || self.steps_since_admission >= max_waiting_steps
+                    || self.waiting.len() as f64 >= waiting_served_ratio * running as f64
+            }
+        };
+        // Prefill-first engines (SGLang, TGI) give an iteration to prompts whenever one is
+        // part-way through or a waiting one can start now; decoding waits for it.
+        let prefill_only = self.config.step_mix == StepMix::PrefillFirst
+            && (!self.prefilling.is_empty() || (may_admit && self.front_fits()));
+
         // 1. Every decoding sequence gets a token, if KV space allows; otherwise preempt the
         //    youngest until it does.
-        while !self.decoding.is_empty()
-            && self.kv_used() + self.decoding.len() as u64 > self.config.kv_capacity
-        {
-            self.preempt_youngest(&mut outcome);
+        if !prefill_only {
+            while !self.decoding.is_empty()
+                && self.kv_used() + self.decoding.len() as u64 > self.config.kv_capacity
+            {
+                self.preempt_youngest(&mut outcome);
+            }
         }
-        let decoding = self.decoding.len() as u64;
+        let decoding = if prefill_only {
+            0
+        } else {
+            self.decoding.len() as u64
+        };
         let mut work = StepWork::default();
         if decoding > 0 {
             work.add_decode(decoding as f64, self.context_sum as f64);
@@ -336,26 +354,18 @@ impl Engine {
         }
 
         // 3. Admit waiting requests while the cap, the budget and KV space allow. A prompt is
-        //    admitted only when all of it fits beside what is already promised.
+        //    admitted only when all of it fits beside what is already promised. Without
+        //    chunked prefill a prompt must fit the budget whole — unless it is the iteration's
+        //    first prompt, which runs whole at its own size (else a long prompt would wait
+        //    for a batch with no decodes, which may never come).
         let mut promised: u64 = self
             .prefilling
             .iter()
             .map(|p| p.pending.prompt - p.done)
             .sum();
-        let may_admit = match self.config.admission {
-            Admission::Continuous => true,
-            Admission::Delayed {
-                max_waiting_steps,
-                waiting_served_ratio,
-            } => {
-                let running = self.running();
-                running == 0
-                    || self.steps_since_admission >= max_waiting_steps
-                    || self.waiting.len() as f64 >= waiting_served_ratio * running as f64
-            }
-        };
+        let decode_only = self.config.step_mix == StepMix::PrefillFirst && !prefill_only;
         let admitted_before = self.admissions_started();
-        while may_admit && budget > 0 && self.running() < self.config.max_running {
+        while may_admit && !decode_only && budget > 0 && self.running() < self.config.max_running {
             let Some(next) = self.waiting.front().copied() else {
                 break;
             };
@@ -366,9 +376,15 @@ impl Engine {
             if next.prompt > free {
                 break;
             }
+            let chunk = if self.config.chunked_prefill {
+                next.prompt.min(budget)
+            } else if next.prompt <= budget || chunks.is_empty() {
+                next.prompt
+            } else {
+                break;
+            };
             self.waiting.pop_front();
             self.counters.admitted += 1;
-            let chunk = next.prompt.min(budget);
             work.add_prefill_chunk(0.0, chunk as f64);
             self.prefilling.push(Prefilling {
                 pending: next,
@@ -376,7 +392,7 @@ impl Engine {
             });
             chunks.push((self.prefilling.len() - 1, chunk));
             promised += next.prompt;
-            budget -= chunk;
+            budget = budget.saturating_sub(chunk);
         }
 
         if self.admissions_started() > admitted_before {
@@ -398,13 +414,16 @@ impl Engine {
         self.counters.busy_seconds += outcome.duration;
 
         // Decoding sequences each wrote one KV position and produced a token.
+        if decoding > 0 {
+            self.decode_clock += 1;
+        }
         self.context_sum += decoding;
         outcome.tokens_out += decoding;
-        if self.track_tokens {
+        if self.track_tokens && decoding > 0 {
             outcome.decoded.extend(self.decoding.keys().copied());
         }
         while let Some(Reverse((step, admitted, id))) = self.finishing.peek().copied() {
-            if step > self.step {
+            if decoding == 0 || step > self.decode_clock {
                 break;
             }
             self.finishing.pop();
@@ -416,7 +435,7 @@ impl Engine {
                 continue; // preempted and re-admitted since: a stale entry
             }
             if let Some(seq) = self.decoding.remove(&id) {
-                self.context_sum -= seq.context0 + (self.step - seq.start_step);
+                self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
                 self.order.remove(&seq.admitted);
                 self.counters.finished += 1;
                 outcome.finished.push(id);
@@ -456,7 +475,7 @@ impl Engine {
             self.decoding.insert(
                 pending.id,
                 Decoding {
-                    start_step: self.step,
+                    start_step: self.decode_clock,
                     context0: pending.prompt,
                     generated0: generated,
                     output: pending.output,
@@ -466,13 +485,32 @@ impl Engine {
             self.order.insert(admitted, pending.id);
             self.context_sum += pending.prompt;
             self.finishing.push(Reverse((
-                self.step + (pending.output - generated),
+                self.decode_clock + (pending.output - generated),
                 admitted,
                 pending.id,
             )));
         }
         self.counters.generated_tokens += outcome.tokens_out;
         Some(outcome)
+    }
+
+    /// Whether the request at the front of the queue could be admitted now (running cap and
+    /// KV space).
+    fn front_fits(&self) -> bool {
+        let Some(next) = self.waiting.front() else {
+            return false;
+        };
+        let promised: u64 = self
+            .prefilling
+            .iter()
+            .map(|p| p.pending.prompt - p.done)
+            .sum();
+        self.running() < self.config.max_running
+            && next.prompt
+                <= self
+                    .config
+                    .kv_capacity
+                    .saturating_sub(self.kv_used() + promised + self.decoding.len() as u64)
     }
 
     /// Requests that have left the waiting queue so far (for counting admissions in a step).
@@ -486,7 +524,7 @@ impl Engine {
         };
         self.order.remove(&admitted);
         if let Some(seq) = self.decoding.remove(&id) {
-            let elapsed = self.step - seq.start_step;
+            let elapsed = self.decode_clock - seq.start_step;
             let context = seq.context0 + elapsed;
             self.context_sum -= context;
             self.waiting.push_front(Pending {
@@ -532,7 +570,12 @@ mod tests {
                 link_latency_us: 0.0,
                 step_overhead_ms: 10.0,
                 seq_overhead_ms: 0.0,
+                operator_scale: 1.0,
+                eager_layer_overhead_us: 0.0,
+                request_overhead_ms: 0.0,
             },
+            operators: None,
+            graph_sizes: Vec::new(),
         }
     }
 
@@ -658,6 +701,68 @@ mod tests {
         assert_eq!(first_token_of_2, Some(7));
         assert!("delayed:20,1.2".parse::<Admission>().is_ok());
         assert!("sometimes".parse::<Admission>().is_err());
+    }
+
+    #[test]
+    fn prefill_first_pauses_decoding_for_a_new_prompt() {
+        // SGLang's scheduler: a waiting request that can start gets an iteration of its own;
+        // the decoding one waits for it and then goes on where it was.
+        let mut config = EngineConfig::new(10_000);
+        config.step_mix = StepMix::PrefillFirst;
+        let mut engine = Engine::new(config, flat_perf(), true);
+        engine.submit(request(1, 10, 4)).unwrap();
+        let first = engine.step().unwrap();
+        assert_eq!(first.first_tokens, vec![1]);
+        engine.step().unwrap(); // token 2 of request 1
+        engine.submit(request(2, 10, 3)).unwrap();
+        let prefill = engine.step().unwrap();
+        assert_eq!(prefill.first_tokens, vec![2]);
+        assert!(
+            prefill.decoded.is_empty(),
+            "request 1 does not decode meanwhile"
+        );
+        assert_eq!(prefill.batch, 1);
+        let seen = run(&mut engine);
+        // Request 1 needs two more tokens after the pause (steps 4, 5 from here: 1, 2);
+        // request 2 two more as well, decoded in the same iterations.
+        assert_eq!(seen[&1].1, 2);
+        assert_eq!(seen[&2].1, 2);
+        assert_eq!(engine.kv_used(), 0);
+        assert_eq!(engine.counters().generated_tokens, 7);
+    }
+
+    #[test]
+    fn mixed_steps_keep_decoding_while_prompts_arrive() {
+        // The same arrivals under vLLM-style mixing: request 1 never pauses.
+        let mut engine = Engine::new(EngineConfig::new(10_000), flat_perf(), true);
+        engine.submit(request(1, 10, 4)).unwrap();
+        engine.step().unwrap();
+        engine.step().unwrap();
+        engine.submit(request(2, 10, 3)).unwrap();
+        let mixed = engine.step().unwrap();
+        assert_eq!(mixed.first_tokens, vec![2]);
+        assert_eq!(mixed.decoded, vec![1]);
+    }
+
+    #[test]
+    fn without_chunking_a_prompt_runs_whole() {
+        // A 2000-token prompt with a 512-token budget and no chunked prefill: one iteration of
+        // 2000 tokens, alone.
+        let mut config = EngineConfig::new(100_000);
+        config.token_budget = 512;
+        config.chunked_prefill = false;
+        let mut engine = Engine::new(config, flat_perf(), false);
+        engine.submit(request(1, 2000, 3)).unwrap();
+        engine.submit(request(2, 100, 3)).unwrap();
+        let first = engine.step().unwrap();
+        assert_eq!(first.first_tokens, vec![1], "the long prompt went whole");
+        assert_eq!(
+            first.batch, 1,
+            "the next one did not fit the budget beside it"
+        );
+        let seen = run(&mut engine);
+        assert_eq!(seen[&1].1, 2, "two decode steps after the prefill");
+        assert!(seen.contains_key(&2));
     }
 
     #[test]

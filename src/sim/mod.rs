@@ -7,6 +7,7 @@ pub mod calibrate_runs;
 pub mod calibration_file;
 pub mod capacity;
 pub mod engine;
+pub mod operator_step;
 pub mod perf;
 pub mod predict;
 pub mod serve;

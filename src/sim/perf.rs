@@ -20,6 +20,7 @@
 
 use serde::Serialize;
 
+use super::operator_step::OperatorStep;
 use crate::catalog::{Card, Dtype, Model, Node};
 
 /// Fractions of peak a real engine reaches, and fixed costs. Defaults are typical of a
@@ -41,6 +42,17 @@ pub struct Efficiency {
     /// Cost per sequence in an iteration (sampling, detokenizing, bookkeeping), ms.
     /// Default 0.01.
     pub seq_overhead_ms: f64,
+    /// Multiplier on kernel times taken from measured operator tables (1 = as measured);
+    /// `capplan calibrate` fits it where a card's own runs say its kernels run slower or
+    /// faster than the tables. Unused by the roofline.
+    pub operator_scale: f64,
+    /// Extra time per transformer layer of an iteration that does not run as a captured CUDA
+    /// graph (any step with prompt work, or a decode batch past the largest graph), µs: the
+    /// host launching each layer's kernels one by one. Default 0.
+    pub eager_layer_overhead_us: f64,
+    /// Time from a request's arrival to the engine's queue (HTTP front, tokenisation), ms:
+    /// in its TTFT, not in any step. Default 0.
+    pub request_overhead_ms: f64,
 }
 
 impl Efficiency {
@@ -53,6 +65,9 @@ impl Efficiency {
             link_latency_us: default_hop_latency_us(interconnect),
             step_overhead_ms: 2.0,
             seq_overhead_ms: 0.01,
+            operator_scale: 1.0,
+            eager_layer_overhead_us: 0.0,
+            request_overhead_ms: 0.0,
         };
         if let Some(over) = &card.efficiency {
             eff.compute = over.compute.unwrap_or(eff.compute);
@@ -88,6 +103,15 @@ pub struct StepWork {
     pub attention_pairs: f64,
     /// KV-cache positions read, summed over sequences.
     pub kv_positions_read: f64,
+    /// Decoding sequences (one token each) and the KV positions they attend over.
+    pub decode_sequences: f64,
+    pub decode_positions: f64,
+    /// Prompt chunks, their tokens, the positions cached before them, and the query–key
+    /// pairs they attend over.
+    pub prefill_chunks: f64,
+    pub prefill_tokens: f64,
+    pub prefill_cached: f64,
+    pub prefill_pairs: f64,
 }
 
 impl StepWork {
@@ -96,13 +120,20 @@ impl StepWork {
         self.sequences += sequences;
         self.attention_pairs += context_sum + sequences;
         self.kv_positions_read += context_sum + sequences;
+        self.decode_sequences += sequences;
+        self.decode_positions += context_sum + sequences;
     }
 
     pub fn add_prefill_chunk(&mut self, cached: f64, chunk: f64) {
+        let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
         self.tokens += chunk;
         self.sequences += 1.0;
-        self.attention_pairs += chunk * cached + chunk * (chunk + 1.0) / 2.0;
+        self.attention_pairs += pairs;
         self.kv_positions_read += cached + chunk;
+        self.prefill_chunks += 1.0;
+        self.prefill_tokens += chunk;
+        self.prefill_cached += cached;
+        self.prefill_pairs += pairs;
     }
 }
 
@@ -117,7 +148,7 @@ pub struct StepTime {
 }
 
 /// A layout reduced to the numbers the step-time formula needs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct PerfModel {
     pub tp: u32,
     pub layers: f64,
@@ -139,6 +170,13 @@ pub struct PerfModel {
     pub link_bytes_per_s: f64,
     pub interconnect: String,
     pub efficiency: Efficiency,
+    /// Kernel times from measured operator tables, when the card and engine have them;
+    /// otherwise the roofline above.
+    #[serde(skip)]
+    pub operators: Option<OperatorStep>,
+    /// Decode batch sizes the engine runs as CUDA graphs (a decode-only step is padded up to
+    /// the next one); empty for none.
+    pub graph_sizes: Vec<u32>,
 }
 
 impl PerfModel {
@@ -202,7 +240,25 @@ impl PerfModel {
             link_bytes_per_s: link_gbs * 1e9 / 2.0,
             interconnect: node_interconnect.to_string(),
             efficiency,
+            operators: None,
+            graph_sizes: Vec::new(),
         }
+    }
+
+    /// Times kernels from `operators` instead of the roofline; decode-only steps run as CUDA
+    /// graphs of `graph_sizes`.
+    pub fn with_operators(mut self, operators: OperatorStep, graph_sizes: Vec<u32>) -> PerfModel {
+        self.operators = Some(operators);
+        self.graph_sizes = graph_sizes;
+        self
+    }
+
+    /// The size a decode-only step of `batch` sequences runs at, if it runs as a CUDA graph.
+    fn graph_batch(&self, batch: f64) -> Option<f64> {
+        self.graph_sizes
+            .iter()
+            .find(|&&size| f64::from(size) >= batch)
+            .map(|&size| f64::from(size))
     }
 
     /// The model for a node shape: its link decides the all-reduce.
@@ -239,6 +295,31 @@ impl PerfModel {
 
     pub fn step_time(&self, work: &StepWork) -> StepTime {
         let eff = &self.efficiency;
+        if let Some(operators) = &self.operators {
+            let graph = if work.prefill_tokens == 0.0 {
+                self.graph_batch(work.decode_sequences)
+            } else {
+                None
+            };
+            let kernels = operators.time(work, graph);
+            let scale = eff.operator_scale;
+            let eager = if graph.is_none() {
+                eff.eager_layer_overhead_us * 1e-3 * self.layers
+            } else {
+                0.0
+            };
+            let overhead =
+                (eff.step_overhead_ms + eff.seq_overhead_ms * work.sequences + eager) * 1e-3;
+            let compute = (kernels.gemm + kernels.attention + kernels.other) * scale;
+            let communication = kernels.communication * scale;
+            return StepTime {
+                compute,
+                memory: 0.0,
+                communication,
+                overhead,
+                total: compute + communication + overhead,
+            };
+        }
         let tp = f64::from(self.tp);
         let flops = 2.0 * self.active_params * work.tokens
             + 4.0 * self.layers * self.attention_width * work.attention_pairs;
@@ -254,7 +335,17 @@ impl PerfModel {
         } else {
             0.0
         };
-        let overhead = (eff.step_overhead_ms + eff.seq_overhead_ms * work.sequences) * 1e-3;
+        let graph = if work.prefill_tokens == 0.0 {
+            self.graph_batch(work.decode_sequences)
+        } else {
+            None
+        };
+        let eager = if graph.is_none() {
+            eff.eager_layer_overhead_us * 1e-3 * self.layers
+        } else {
+            0.0
+        };
+        let overhead = (eff.step_overhead_ms + eff.seq_overhead_ms * work.sequences + eager) * 1e-3;
         StepTime {
             compute,
             memory,
@@ -291,6 +382,9 @@ mod tests {
             link_latency_us: 5.0,
             step_overhead_ms: 2.0,
             seq_overhead_ms: 0.01,
+            operator_scale: 1.0,
+            eager_layer_overhead_us: 0.0,
+            request_overhead_ms: 0.0,
         };
         PerfModel::new(model, card, interconnect, tp, Dtype::Fp16, Dtype::Fp16, eff)
     }

@@ -9,11 +9,16 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use std::sync::Arc;
+
 use super::engine::{Engine, EngineConfig, EngineOptions};
-use super::perf::{Efficiency, PerfModel};
+use super::operator_step::OperatorStep;
+use super::perf::{Efficiency, PerfModel, StepWork};
 use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
+use crate::catalog::band::CStarRange;
 use crate::catalog::memory::{memory_fit, LayoutRejected};
-use crate::catalog::{Card, Dtype, MemoryFit, MemoryOptions, Model};
+use crate::catalog::operators::{OperatorLibrary, OperatorTables};
+use crate::catalog::{Card, Dtype, EngineProfile, MemoryFit, MemoryOptions, Model};
 use crate::slo::{format_seconds, Slo};
 use crate::stats::{statistic, Summary};
 use crate::workload::Workload;
@@ -41,16 +46,30 @@ impl<'a> Layout<'a> {
     }
 }
 
-/// Efficiency factors and where they came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What an instance's step times rest on: efficiency factors and fixed costs (and where they
+/// came from), the engine profile, and the measured operator timings when the card and engine
+/// have them.
+#[derive(Debug, Clone, Serialize)]
 pub struct Calibration {
-    /// `defaults`, `catalog`, or the calibration's name.
+    /// `defaults (uncalibrated)`, `catalog efficiency for X`, or the calibration's name.
     pub name: String,
     pub efficiency: Efficiency,
+    /// The engine profile whose scheduler and overheads are modelled (`generic` when none).
+    pub engine: String,
+    /// Where kernel times come from: measured operator tables (which system, engine and
+    /// version) or the roofline (and why).
+    pub basis: String,
+    /// The measured operator tables for this card under this engine, when there are any.
+    #[serde(skip)]
+    pub operators: Option<Arc<OperatorTables>>,
+    /// Decode batch sizes the engine runs as CUDA graphs.
+    #[serde(skip)]
+    pub graph_sizes: Vec<u32>,
 }
 
 impl Calibration {
-    /// The defaults, with whatever the card's catalog entry overrides.
+    /// The roofline defaults, with whatever the card's catalog entry overrides, and no engine
+    /// profile: what tests of the scheduler and the roofline use.
     pub fn for_card(card: &Card, interconnect: &str) -> Calibration {
         Calibration {
             name: if card.efficiency.is_some() {
@@ -59,8 +78,80 @@ impl Calibration {
                 "defaults (uncalibrated)".into()
             },
             efficiency: Efficiency::for_card(card, interconnect),
+            engine: "generic".into(),
+            basis: ROOFLINE_BASIS.into(),
+            operators: None,
+            graph_sizes: Vec::new(),
         }
     }
+
+    /// The step model of `card` under `engine`: the engine's per-step overheads (unless the
+    /// card's catalog entry sets its own), its CUDA-graph sizes, and the card's measured
+    /// operator timings under that engine where `operators` has them — else the roofline,
+    /// which the basis then says.
+    pub fn for_engine(
+        card: &Card,
+        interconnect: &str,
+        engine: &EngineProfile,
+        operators: &OperatorLibrary,
+    ) -> Calibration {
+        let mut efficiency = Efficiency::for_card(card, interconnect);
+        let overrides = card.efficiency.unwrap_or_default();
+        if overrides.step_overhead_ms.is_none() {
+            efficiency.step_overhead_ms = engine.step_overhead_ms;
+        }
+        if overrides.seq_overhead_ms.is_none() {
+            efficiency.seq_overhead_ms = engine.seq_overhead_us / 1000.0;
+        }
+        efficiency.eager_layer_overhead_us = engine.eager_layer_overhead_us;
+        efficiency.request_overhead_ms = engine.request_overhead_ms;
+        let tables = card
+            .operators
+            .as_deref()
+            .and_then(|system| operators.get(system, &engine.operators));
+        let basis = match (&tables, card.operators.as_deref()) {
+            (Some(tables), _) => operator_basis(tables),
+            (None, Some(system)) => format!(
+                "{ROOFLINE_BASIS}: no {} operator timings for {system}",
+                engine.operators
+            ),
+            (None, None) => format!(
+                "{ROOFLINE_BASIS}: no measured operator timings for {}",
+                card.name
+            ),
+        };
+        Calibration {
+            name: if card.efficiency.is_some() {
+                format!("catalog efficiency for {}", card.name)
+            } else {
+                "defaults (uncalibrated)".into()
+            },
+            efficiency,
+            engine: engine.name.clone(),
+            basis,
+            operators: tables.map(|t| Arc::new(t.clone())),
+            graph_sizes: engine.cuda_graph_sizes.clone(),
+        }
+    }
+}
+
+/// What a roofline prediction says it rests on.
+pub const ROOFLINE_BASIS: &str = "roofline × efficiency (datasheet peaks)";
+
+/// `measured operators: h100_sxm under vllm (gemm 0.19.0, attention 0.19.0; AIConfigurator)`.
+pub fn operator_basis(tables: &OperatorTables) -> String {
+    let versions: Vec<String> = tables
+        .versions
+        .iter()
+        .map(|(family, version)| format!("{family} {version}"))
+        .collect();
+    format!(
+        "measured operator timings: {} ({}) under {} [{}], NVIDIA AIConfigurator's collection",
+        tables.system,
+        tables.device,
+        tables.engine,
+        versions.join(", ")
+    )
 }
 
 /// How to search.
@@ -133,6 +224,11 @@ pub struct Prediction {
     pub limit: String,
     pub curve: Vec<LevelResult>,
     pub calibration: Calibration,
+    /// What the step times of this prediction rest on (measured operators or the roofline).
+    pub basis: String,
+    /// Where the measured C* is expected with 80 % odds, from the model's error on held-out
+    /// public measurements (set by the caller, which has the catalog's bands).
+    pub band: Option<CStarRange>,
     pub engine: EngineConfig,
     pub memory: MemoryFit,
     /// Instances per node the caller plans (users per node = instances × C*).
@@ -201,7 +297,10 @@ pub fn engine_for(
         });
     }
     let fit = memory_fit(layout.model, layout.card, layout.tp, &layout.memory)?;
-    let perf = PerfModel::new(
+    fit.dtype
+        .runs_on(layout.card)
+        .map_err(|reason| LayoutRejected { reason })?;
+    let mut perf = PerfModel::new(
         layout.model,
         layout.card,
         &layout.interconnect,
@@ -210,8 +309,107 @@ pub fn engine_for(
         fit.kv_dtype,
         calibration.efficiency,
     );
+    if let Some(tables) = &calibration.operators {
+        // Tables that cannot time this model (a dtype or head size they were not measured
+        // at) leave the roofline in place; the prediction's basis says which was used.
+        if let Ok(step) = OperatorStep::new(
+            Arc::clone(tables),
+            layout.model,
+            layout.tp,
+            fit.dtype,
+            fit.kv_dtype,
+            layout.card.hbm_bandwidth_gbs,
+        ) {
+            perf = perf.with_operators(step, calibration.graph_sizes.clone());
+        }
+    }
     let config = EngineConfig::with(fit.kv_tokens, options);
     Ok((Engine::new(config, perf, track_tokens), fit))
+}
+
+/// The basis an engine's step times actually rest on: its operator tables, or the roofline
+/// (with the calibration's reason, or because the tables cannot time this dtype or model).
+pub fn step_basis(engine: &Engine, calibration: &Calibration) -> String {
+    match &engine.perf().operators {
+        Some(step) => operator_basis(step.tables()),
+        None if calibration.operators.is_some() => format!(
+            "{ROOFLINE_BASIS}: the {} operator tables have no timings for this model's dtype or head size",
+            calibration.engine
+        ),
+        None => calibration.basis.clone(),
+    }
+}
+
+/// How closed-loop users begin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClosedStart {
+    /// Spread over one request cycle: independent users in steady state (what predictions
+    /// assume).
+    Staggered,
+    /// All at once, each next request after a random send delay of up to `jitter_s`: how a
+    /// benchmark's concurrency mode starts its workers.
+    Together { jitter_s: f64 },
+}
+
+/// About how long one user's cycle lasts at `users` concurrency — a prompt's prefill, its
+/// output decoded in a batch of `users` at the mean context, and the think time — to spread
+/// closed-loop users' first requests over (see `RunSpec::stagger_s`).
+pub fn request_cycle_s(engine: &Engine, workload: &Workload, users: u32) -> f64 {
+    let input = workload.input_tokens.mean();
+    let output = workload.output_tokens.mean();
+    let batch = f64::from(users)
+        .min(engine.config().max_running as f64)
+        .max(1.0);
+    let mut prefill = StepWork::default();
+    prefill.add_prefill_chunk(0.0, input.min(engine.config().token_budget as f64).max(1.0));
+    let chunks = (input / engine.config().token_budget as f64)
+        .ceil()
+        .max(1.0);
+    let mut decode = StepWork::default();
+    decode.add_decode(batch, batch * (input + output / 2.0));
+    let perf = engine.perf();
+    chunks * perf.step_time(&prefill).total
+        + (output - 1.0).max(0.0) * perf.step_time(&decode).total
+        + workload.think_time.mean_s()
+}
+
+/// Runs `arrivals` of `request.workload` for `measured` requests after `warmup`, and judges
+/// the level against the request's SLO: the general form of [`evaluate_level`] and
+/// [`evaluate_rate`], for callers that choose the load and the sample size (validation).
+pub fn evaluate_arrivals(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    arrivals: Arrivals,
+    warmup: usize,
+    measured: usize,
+    start: ClosedStart,
+) -> Result<LevelResult, LayoutRejected> {
+    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+    let (stagger_s, client_jitter_s) = match (arrivals, start) {
+        (Arrivals::Closed { users }, ClosedStart::Staggered) => {
+            (request_cycle_s(&engine, &request.workload, users), 0.0)
+        }
+        (_, ClosedStart::Together { jitter_s }) => (0.0, jitter_s),
+        _ => (0.0, 0.0),
+    };
+    let spec = RunSpec {
+        arrivals,
+        workload: request.workload.clone(),
+        warmup_requests: warmup,
+        measured_requests: measured.max(1),
+        seed: request.seed,
+        client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+        stagger_s,
+        client_jitter_s,
+        request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+    };
+    let run = run_virtual(&mut engine, &spec);
+    let (concurrency, rate) = match arrivals {
+        Arrivals::Closed { users } => (users, None),
+        Arrivals::Open { rate } | Arrivals::Paced { rate } => (0, Some(rate)),
+    };
+    Ok(judge(concurrency, rate, &run, &request.slo))
 }
 
 /// Runs one closed-loop level and judges it against the SLO.
@@ -223,6 +421,7 @@ pub fn evaluate_level(
 ) -> Result<LevelResult, LayoutRejected> {
     let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
     let users = concurrency.max(1) as usize;
+    let stagger_s = request_cycle_s(&engine, &request.workload, concurrency.max(1));
     let spec = RunSpec {
         arrivals: Arrivals::Closed {
             users: concurrency.max(1),
@@ -234,6 +433,9 @@ pub fn evaluate_level(
         measured_requests: (3 * users).clamp(300, 3000),
         seed: request.seed,
         client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+        stagger_s,
+        client_jitter_s: 0.0,
+        request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
     };
     let run = run_virtual(&mut engine, &spec);
     Ok(judge(concurrency, None, &run, &request.slo))
@@ -254,6 +456,9 @@ pub fn evaluate_rate(
         measured_requests: 1000,
         seed: request.seed,
         client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+        stagger_s: 0.0,
+        client_jitter_s: 0.0,
+        request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
     };
     let run = run_virtual(&mut engine, &spec);
     Ok(judge(0, Some(rate), &run, &request.slo))
@@ -349,6 +554,8 @@ fn predict_shell(
         limit: String::new(),
         curve: Vec::new(),
         calibration: calibration.clone(),
+        basis: step_basis(&engine, calibration),
+        band: None,
         engine: *engine.config(),
         memory,
         instances_per_node: 1,

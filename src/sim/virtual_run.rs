@@ -24,6 +24,9 @@ pub enum Arrivals {
     Closed { users: u32 },
     /// Poisson arrivals at this many requests per second.
     Open { rate: f64 },
+    /// Arrivals evenly spaced at this many requests per second (a load generator's
+    /// "constant" schedule).
+    Paced { rate: f64 },
 }
 
 /// What to run and for how long.
@@ -40,6 +43,20 @@ pub struct RunSpec {
     /// time: the client's turnaround. However small, it means the next request misses the
     /// engine step that starts the moment the previous one finished, as with a real server.
     pub client_turnaround_s: f64,
+    /// Closed loop: the users' first requests are spread evenly over this many seconds (user
+    /// i sends at i/users of it) rather than all at once. Independent users are not in step:
+    /// started together with equal request lengths, a simulated engine would keep them in
+    /// lockstep forever, every request queueing behind all the others' prompts — a wave no
+    /// real service sees in steady state. Spread over one request cycle they arrive as
+    /// independent users do.
+    pub stagger_s: f64,
+    /// Closed loop: a further random delay, uniform in [0, this], before each next request —
+    /// a real client's send-time jitter, which pulls users started together out of step
+    /// over a few rounds as it does on real servers.
+    pub client_jitter_s: f64,
+    /// Time between a request's arrival and its reaching the engine's queue (the server's
+    /// HTTP front, tokenisation, request set-up): part of its TTFT, none of the GPU's.
+    pub request_overhead_s: f64,
 }
 
 /// A client on the same network reads a response and sends the next request within about a
@@ -110,17 +127,23 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
     let mut next_id: u64 = 0;
     // Future sends: (time in ns, user).
     let mut sends: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::new();
+    let to_ns = |t: f64| (t * 1e9).round() as u64;
     let open_gap = match spec.arrivals {
         Arrivals::Open { rate } => Exp::new(rate).ok(),
-        Arrivals::Closed { .. } => None,
+        Arrivals::Closed { .. } | Arrivals::Paced { .. } => None,
+    };
+    let paced_gap = match spec.arrivals {
+        Arrivals::Paced { rate } if rate > 0.0 => Some(1.0 / rate),
+        _ => None,
     };
     match spec.arrivals {
         Arrivals::Closed { users } => {
             for user in 0..users {
-                sends.push(Reverse((0, user)));
+                let offset = spec.stagger_s.max(0.0) * f64::from(user) / f64::from(users.max(1));
+                sends.push(Reverse((to_ns(offset), user)));
             }
         }
-        Arrivals::Open { .. } => sends.push(Reverse((0, 0))),
+        Arrivals::Open { .. } | Arrivals::Paced { .. } => sends.push(Reverse((0, 0))),
     }
 
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
@@ -132,12 +155,12 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
     let mut batch_sum = 0.0;
     let mut steps_in_window = 0u64;
     let preemptions_before = engine.counters().preemptions;
-    let to_ns = |t: f64| (t * 1e9).round() as u64;
 
+    let overhead_ns = to_ns(spec.request_overhead_s.max(0.0));
     loop {
-        // Submit every send that is due.
+        // Submit every send whose request has reached the engine by now.
         while let Some(Reverse((due, user))) = sends.peek().copied() {
-            if due > to_ns(now) {
+            if due + overhead_ns > to_ns(now) {
                 break;
             }
             sends.pop();
@@ -171,6 +194,9 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 let next = due as f64 * 1e-9 + gap.sample(&mut rng);
                 sends.push(Reverse((to_ns(next), 0)));
             }
+            if let Some(gap) = paced_gap {
+                sends.push(Reverse((to_ns(due as f64 * 1e-9 + gap), 0)));
+            }
         }
 
         if measured_sent >= spec.measured_requests
@@ -184,7 +210,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
             // Idle: jump to the next send.
             match sends.peek() {
                 Some(Reverse((due, _))) => {
-                    now = now.max(*due as f64 * 1e-9);
+                    now = now.max((*due + overhead_ns) as f64 * 1e-9);
                     continue;
                 }
                 None => break,
@@ -220,7 +246,12 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
             }
             if let Arrivals::Closed { .. } = spec.arrivals {
                 let think = spec.workload.think_time.sample(&mut rng);
-                let next = now + think + spec.client_turnaround_s;
+                let jitter = if spec.client_jitter_s > 0.0 {
+                    rand::RngExt::random_range(&mut rng, 0.0..spec.client_jitter_s)
+                } else {
+                    0.0
+                };
+                let next = now + think + spec.client_turnaround_s + jitter;
                 sends.push(Reverse((to_ns(next), request.user)));
             }
         }
@@ -274,6 +305,9 @@ mod tests {
             measured_requests: 200,
             seed: 1,
             client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+            stagger_s: 0.0,
+            client_jitter_s: 0.0,
+            request_overhead_s: 0.0,
         }
     }
 

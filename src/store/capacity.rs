@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::catalog::band::CStarRange;
 use crate::catalog::names::{find, suggestion};
 use crate::catalog::Catalog;
 use crate::error::InputError;
@@ -67,6 +68,14 @@ pub struct CapacityPoint {
     /// `output_tokens_mean`): what turns requests into tokens for a cost per token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<f64>,
+    /// The serving engine measured (table column `engine`), or the engine profile a
+    /// prediction modelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// For a prediction: the range C* is expected in, from the model's measured error on
+    /// held-out public measurements of this engine and card class (`capplan validate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band: Option<CStarRange>,
 }
 
 fn is_one(value: &u32) -> bool {
@@ -74,7 +83,7 @@ fn is_one(value: &u32) -> bool {
 }
 
 const REQUIRED: [&str; 4] = ["model", "card", "tp", "users_per_instance"];
-const OPTIONAL: [&str; 14] = [
+const OPTIONAL: [&str; 15] = [
     "ttft_slo_s",
     "instances_per_card",
     "card_memory_gib",
@@ -89,6 +98,7 @@ const OPTIONAL: [&str; 14] = [
     "e2e_slo_s",
     "e2e_mean_s",
     "output_tokens_mean",
+    "engine",
 ];
 
 /// Reads every `*.csv` directly in `dir` (sorted by name). A missing folder has no points. (Run
@@ -293,6 +303,11 @@ pub fn parse_capacity_csv(
             note: cell("note").to_string(),
             e2e_mean_s,
             output_tokens,
+            engine: match cell("engine") {
+                "" => None,
+                text => Some(text.to_string()),
+            },
+            band: None,
             origin: here,
         });
     }

@@ -1,0 +1,160 @@
+//! How wrong a predicted C* may be: error bands measured by `capplan validate` on public
+//! measurements the model was not fitted on, per engine profile and step-time basis.
+//!
+//! A band is the spread of (predicted − measured) / measured C* over held-out sweeps: 80 % of
+//! them fell between `low` and `high`. A prediction of C* = P therefore puts the measured C*
+//! between P / (1 + high) and P / (1 + low) with the same odds. `hardware/bands.toml` is
+//! written by `capplan validate --write-bands` and can be edited or overridden like the rest
+//! of the catalog.
+
+use serde::{Deserialize, Serialize};
+
+/// The measured error of one engine profile's predictions on one basis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBand {
+    /// Engine profile name.
+    pub engine: String,
+    /// `measured operators` or `roofline`.
+    pub basis: String,
+    /// Sweeps × SLOs the errors come from.
+    pub n: usize,
+    /// 10th and 90th percentile of the signed C* error.
+    pub low: f64,
+    pub high: f64,
+    pub median_abs: f64,
+    /// What the errors were measured on.
+    pub source: String,
+}
+
+/// The range the measured C* of a prediction is expected in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CStarRange {
+    pub low: f64,
+    pub high: f64,
+    /// Which band, and how it was chosen when none matched exactly.
+    pub basis: String,
+}
+
+/// The class of a prediction's step-time basis that bands are kept per: `measured operators`
+/// or `roofline`.
+pub fn basis_class(basis: &str) -> &'static str {
+    if basis.starts_with("measured operator") {
+        "measured operators"
+    } else {
+        "roofline"
+    }
+}
+
+/// The range of a prediction of `c_star` users by `engine` on `basis`, if any band applies.
+pub fn c_star_range(
+    bands: &[ErrorBand],
+    engine: &str,
+    basis: &str,
+    c_star: f64,
+) -> Option<CStarRange> {
+    band_for(bands, engine, basis_class(basis))
+        .map(|(band, why)| band.range(c_star, why.as_deref()))
+}
+
+/// The band for `engine` predictions resting on `basis`: the exact one, else the engine's
+/// other basis, else the widest band there is — saying which.
+pub fn band_for<'a>(
+    bands: &'a [ErrorBand],
+    engine: &str,
+    basis: &str,
+) -> Option<(&'a ErrorBand, Option<String>)> {
+    if let Some(band) = bands
+        .iter()
+        .find(|b| b.engine == engine && b.basis == basis)
+    {
+        return Some((band, None));
+    }
+    let widest = |candidates: Vec<&'a ErrorBand>| {
+        candidates
+            .into_iter()
+            .max_by(|a, b| (a.high - a.low).total_cmp(&(b.high - b.low)))
+    };
+    if let Some(band) = widest(bands.iter().filter(|b| b.basis == basis).collect()) {
+        return Some((
+            band,
+            Some(format!(
+                "no {engine} errors measured on {basis}: the widest {basis} band ({})",
+                band.engine
+            )),
+        ));
+    }
+    widest(bands.iter().collect()).map(|band| {
+        let why = format!(
+            "no {basis} errors measured: the widest band there is ({}, {})",
+            band.engine, band.basis
+        );
+        (band, Some(why))
+    })
+}
+
+impl ErrorBand {
+    /// Where the measured C* of a prediction `c_star` lies with 80 % odds.
+    pub fn range(&self, c_star: f64, why: Option<&str>) -> CStarRange {
+        // An error of −100 % (predicted nothing) or below bounds nothing; cap at −90 %.
+        let low = self.low.max(-0.9);
+        let high = self.high.max(-0.9);
+        CStarRange {
+            low: c_star / (1.0 + high),
+            high: c_star / (1.0 + low),
+            basis: format!(
+                "{} on {}: 80 % of {} held-out C* errors within [{:+.0} %, {:+.0} %] ({}){}",
+                self.engine,
+                self.basis,
+                self.n,
+                self.low * 100.0,
+                self.high * 100.0,
+                self.source,
+                why.map(|w| format!("; {w}")).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn band(engine: &str, basis: &str, low: f64, high: f64) -> ErrorBand {
+        ErrorBand {
+            engine: engine.into(),
+            basis: basis.into(),
+            n: 10,
+            low,
+            high,
+            median_abs: 0.1,
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn an_optimistic_model_puts_the_truth_below_the_prediction() {
+        // Predictions 10–30 % too high: a predicted 100 users are 77–91 in truth.
+        let range = band("vllm", "roofline", 0.1, 0.3).range(100.0, None);
+        assert!((range.low - 100.0 / 1.3).abs() < 1e-9);
+        assert!((range.high - 100.0 / 1.1).abs() < 1e-9);
+        // A band reaching −100 % does not divide by zero.
+        let wide = band("x", "roofline", -1.0, 0.5).range(50.0, None);
+        assert!(wide.high.is_finite() && wide.high > 50.0);
+    }
+
+    #[test]
+    fn the_lookup_falls_back_to_the_widest_and_says_so() {
+        let bands = vec![
+            band("vllm", "measured operators", -0.1, 0.1),
+            band("sglang", "measured operators", -0.3, 0.2),
+            band("vllm", "roofline", -0.5, 0.4),
+        ];
+        let (exact, why) = band_for(&bands, "vllm", "roofline").unwrap();
+        assert_eq!((exact.engine.as_str(), why), ("vllm", None));
+        let (fallback, why) = band_for(&bands, "tgi", "measured operators").unwrap();
+        assert_eq!(fallback.engine, "sglang");
+        assert!(why.unwrap().contains("no tgi errors"));
+        assert!(band_for(&[], "vllm", "roofline").is_none());
+    }
+}

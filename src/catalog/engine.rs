@@ -1,0 +1,263 @@
+//! Serving engines as the performance model sees them: scheduler defaults, how prefill and
+//! decode share an iteration, CUDA-graph batch sizes, per-step overhead, and whose operator
+//! timings describe their kernels.
+//!
+//! Why profiles: the same card runs a model at different speeds under vLLM, SGLang,
+//! TensorRT-LLM and TGI — not because the matmuls differ much, but because the schedulers
+//! differ (SGLang pauses decoding for a prefill batch, vLLM mixes prefill chunks into decode
+//! steps, TGI makes new requests wait for a batch to gather) and the fixed cost of an
+//! iteration does. A prediction names the profile it used, and a capacity point stores it.
+
+use serde::{Deserialize, Serialize};
+
+/// How the prompt work of newly admitted requests shares an iteration with decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepMix {
+    /// Every iteration decodes one token for each running sequence and fills the rest of the
+    /// token budget with prompt chunks (vLLM V1, TensorRT-LLM in-flight batching).
+    Mixed,
+    /// An iteration either prefills (admitted prompts, decoding paused) or decodes; prefill
+    /// goes first whenever a waiting request can be admitted (SGLang's default scheduler, TGI).
+    PrefillFirst,
+}
+
+impl std::fmt::Display for StepMix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StepMix::Mixed => "mixed",
+            StepMix::PrefillFirst => "prefill-first",
+        })
+    }
+}
+
+/// When waiting requests may join a running batch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Admission {
+    /// At every iteration (vLLM, SGLang).
+    Continuous,
+    /// As Hugging Face TGI's router: while a batch runs, new requests join only once
+    /// `max_waiting_steps` decode steps have passed since the last admission, or when at least
+    /// `waiting_served_ratio` × running requests are waiting (TGI defaults: 20 and 1.2). Their
+    /// TTFT then includes up to that many steps of waiting.
+    Delayed {
+        max_waiting_steps: u64,
+        waiting_served_ratio: f64,
+    },
+}
+
+impl std::str::FromStr for Admission {
+    type Err = crate::error::InputError;
+
+    /// `continuous`, `delayed` (TGI defaults) or `delayed:STEPS,RATIO`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || {
+            crate::error::InputError::value(format!(
+                "admission '{text}': use continuous, delayed, or delayed:STEPS,RATIO (e.g. delayed:20,1.2)"
+            ))
+        };
+        match text.trim() {
+            "continuous" => Ok(Admission::Continuous),
+            "delayed" | "tgi" => Ok(Admission::Delayed {
+                max_waiting_steps: 20,
+                waiting_served_ratio: 1.2,
+            }),
+            other => {
+                let spec = other.strip_prefix("delayed:").ok_or_else(invalid)?;
+                let (steps, ratio) = spec.split_once(',').ok_or_else(invalid)?;
+                let max_waiting_steps = steps.trim().parse().map_err(|_| invalid())?;
+                let waiting_served_ratio: f64 = ratio.trim().parse().map_err(|_| invalid())?;
+                if !(waiting_served_ratio.is_finite() && waiting_served_ratio >= 0.0) {
+                    return Err(invalid());
+                }
+                Ok(Admission::Delayed {
+                    max_waiting_steps,
+                    waiting_served_ratio,
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Admission::Continuous => f.write_str("continuous"),
+            Admission::Delayed {
+                max_waiting_steps,
+                waiting_served_ratio,
+            } => write!(f, "delayed:{max_waiting_steps},{waiting_served_ratio}"),
+        }
+    }
+}
+
+/// Admission written as its flag text in catalog files (`continuous`, `delayed:20,1.2`).
+mod admission_text {
+    use super::Admission;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Admission, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(value)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Admission, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One engine's defaults, from `hardware/engines.toml` (every number with its source).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineProfile {
+    /// `vllm`, `sglang`, `trtllm`, `tgi`.
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// The engine and versions these defaults describe.
+    pub describes: String,
+    /// Whose measured operator timings time this engine's kernels
+    /// (`hardware/operators/<system>/<operators>.csv`).
+    pub operators: String,
+    /// Most requests in flight at once (vLLM `max_num_seqs`, SGLang `max_running_requests`,
+    /// TensorRT-LLM `max_batch_size`, TGI `max_batch_size`).
+    pub max_running: usize,
+    /// Most tokens one iteration processes (vLLM `max_num_batched_tokens`, SGLang
+    /// `chunked_prefill_size`, TensorRT-LLM `max_num_tokens`, TGI `max_batch_prefill_tokens`).
+    pub token_budget: u64,
+    /// Whether a prompt longer than the budget is split over iterations; without it a prompt is
+    /// prefilled whole, in an iteration of its own size.
+    pub chunked_prefill: bool,
+    pub step_mix: StepMix,
+    /// When waiting requests may join: `continuous`, or `delayed:STEPS,RATIO` (TGI).
+    #[serde(with = "admission_text")]
+    pub admission: Admission,
+    /// Decode batches up to this size run as captured CUDA graphs, padded up to the next
+    /// size in `cuda_graph_sizes`; larger ones run eagerly at their own size.
+    pub cuda_graph_sizes: Vec<u32>,
+    /// Share of each card's memory the engine takes (weights, activations, KV cache).
+    pub memory_utilization: f64,
+    /// Fixed time of one iteration beyond its kernels (scheduling, input preparation, sampling
+    /// launch, detokenisation hand-off), ms.
+    pub step_overhead_ms: f64,
+    /// Time per sequence in an iteration beyond its kernels, µs.
+    pub seq_overhead_us: f64,
+    /// Extra time per transformer layer of an iteration that does not run as a CUDA graph
+    /// (prompt work, or a decode batch past the largest graph), µs.
+    #[serde(default)]
+    pub eager_layer_overhead_us: f64,
+    /// Time from a request's arrival to the engine's queue (HTTP front, tokenisation), ms.
+    #[serde(default)]
+    pub request_overhead_ms: f64,
+    /// Different scheduler defaults on large cards (vLLM raises its budget on cards of 70 GiB
+    /// or more, A100s excepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub large_cards: Option<LargeCardDefaults>,
+    /// Where the two overhead constants come from (what they were fitted on).
+    pub overhead_source: String,
+    pub source: String,
+}
+
+impl EngineProfile {
+    /// The size a decode batch of `batch` sequences runs at: the next captured CUDA-graph
+    /// size, or its own size past the largest.
+    pub fn graph_batch(&self, batch: u32) -> u32 {
+        match self.cuda_graph_sizes.iter().find(|&&size| size >= batch) {
+            Some(&size) => size,
+            None => batch,
+        }
+    }
+
+    /// One line for reports: `vllm (vLLM V1 0.10–0.11 defaults; 1024 running, 8192 tokens
+    /// per step, mixed prefill)`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} ({}; {} running, {} tokens per step, {} prefill{}, {:.2} ms + {:.0} µs/sequence per step)",
+            self.name,
+            self.describes,
+            self.max_running,
+            self.token_budget,
+            self.step_mix,
+            if self.chunked_prefill { ", chunked" } else { ", whole prompts" },
+            self.step_overhead_ms,
+            self.seq_overhead_us,
+        )
+    }
+}
+
+/// Scheduler defaults an engine picks on large cards.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LargeCardDefaults {
+    /// Cards with at least this much memory…
+    pub min_memory_gib: f64,
+    /// …whose names contain none of these (case-insensitive)…
+    #[serde(default)]
+    pub except: Vec<String>,
+    /// …run with these instead.
+    pub max_running: usize,
+    pub token_budget: u64,
+}
+
+impl EngineProfile {
+    /// The running cap and token budget this engine picks on `card`.
+    pub fn limits_on(&self, card: &super::Card) -> (usize, u64) {
+        match &self.large_cards {
+            Some(large)
+                if card.memory_gib >= large.min_memory_gib
+                    && !large.except.iter().any(|name| {
+                        card.name
+                            .to_ascii_lowercase()
+                            .contains(&name.to_ascii_lowercase())
+                    }) =>
+            {
+                (large.max_running, large.token_budget)
+            }
+            _ => (self.max_running, self.token_budget),
+        }
+    }
+}
+
+/// The profile used when none is named.
+pub const DEFAULT_ENGINE: &str = "vllm";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(sizes: Vec<u32>) -> EngineProfile {
+        EngineProfile {
+            name: "x".into(),
+            aliases: vec![],
+            describes: "test".into(),
+            operators: "vllm".into(),
+            max_running: 8,
+            token_budget: 512,
+            chunked_prefill: true,
+            step_mix: StepMix::Mixed,
+            admission: Admission::Continuous,
+            cuda_graph_sizes: sizes,
+            memory_utilization: 0.9,
+            step_overhead_ms: 1.0,
+            seq_overhead_us: 1.0,
+            eager_layer_overhead_us: 0.0,
+            request_overhead_ms: 0.0,
+            large_cards: None,
+            overhead_source: "test".into(),
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn decode_batches_pad_to_the_next_graph_size() {
+        let p = profile(vec![1, 2, 4, 8, 16, 24, 32]);
+        assert_eq!(p.graph_batch(1), 1);
+        assert_eq!(p.graph_batch(3), 4);
+        assert_eq!(p.graph_batch(17), 24);
+        assert_eq!(p.graph_batch(32), 32);
+        // Past the largest captured size the batch runs eagerly at its own size.
+        assert_eq!(p.graph_batch(33), 33);
+        assert_eq!(profile(vec![]).graph_batch(5), 5);
+    }
+}

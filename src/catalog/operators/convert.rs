@@ -1,0 +1,664 @@
+//! Reducing NVIDIA AIConfigurator's collected operator timings (Parquet, one table per
+//! operator family, GPU system, engine and engine version) to capplan's compact text tables.
+//!
+//! What is kept, and why (the reduction's errors were measured when it was designed, H100
+//! under vLLM): GEMM time on a grid of powers of two in tokens (m), outputs (n) and inputs
+//! (k), the fastest kernel per shape — interpolating shapes between the grid's points costs a
+//! median 3 % (bf16) to 9 % (FP8 block-scaled); context attention as a function of sequences
+//! × query heads and prompt length (dropping the KV-head count: median 4 %), generation
+//! attention of sequences × KV heads and KV length (dropping the query-head count: median
+//! 2 %); all-reduce per GPU count and message size. The newest engine version with data is
+//! taken per operator family, and each file says which. A GEMM is never slower than the one
+//! measured for more tokens of the same shape (kernel-selection noise at small batches).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use polars::prelude::{DataFrame, DataType, ParquetReader, SerReader};
+
+/// Systems reduced by default: those the catalog's cards name (`operators = "…"`).
+pub const DEFAULT_SYSTEMS: [&str; 5] = ["a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "l40s"];
+const ENGINES: [&str; 3] = ["vllm", "sglang", "trtllm"];
+/// Where the data sits in an AIConfigurator checkout.
+const DATA_PATH: &str = "aic-core/src/aiconfigurator_core/systems/data";
+
+/// What a conversion wrote.
+#[derive(Debug, Clone, Default)]
+pub struct ConvertSummary {
+    /// (file, bytes, versions, cells filled by extrapolation).
+    pub files: Vec<(PathBuf, u64, String, usize)>,
+}
+
+impl fmt::Display for ConvertSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total: u64 = self.files.iter().map(|(_, bytes, _, _)| bytes).sum();
+        for (path, bytes, versions, filled) in &self.files {
+            writeln!(
+                f,
+                "{}: {bytes} bytes ({versions}; {filled} cells extrapolated)",
+                path.display()
+            )?;
+        }
+        write!(f, "{} files, {total} bytes", self.files.len())
+    }
+}
+
+/// Converts the AIConfigurator data under `from` (the repository, or its `systems/data`
+/// folder) for the catalog's systems into `out/<system>/<engine>.csv`.
+pub fn convert_aiconfigurator(from: &Path, out: &Path) -> anyhow::Result<ConvertSummary> {
+    let data = if from.join(DATA_PATH).is_dir() {
+        from.join(DATA_PATH)
+    } else {
+        from.to_path_buf()
+    };
+    let mut summary = ConvertSummary::default();
+    for system in DEFAULT_SYSTEMS {
+        let dir = data.join(system);
+        if !dir.is_dir() {
+            return Err(anyhow!(
+                "{} has no folder {system}: give the AIConfigurator repository or its {DATA_PATH}",
+                data.display()
+            ));
+        }
+        for engine in ENGINES {
+            let Some(text) = convert_one(&dir, system, engine)? else {
+                continue;
+            };
+            let path = out.join(system).join(format!("{engine}.csv"));
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            std::fs::write(&path, &text.body)
+                .with_context(|| format!("writing {}", path.display()))?;
+            summary
+                .files
+                .push((path, text.body.len() as u64, text.versions, text.filled));
+        }
+    }
+    Ok(summary)
+}
+
+struct Converted {
+    body: String,
+    versions: String,
+    filled: usize,
+}
+
+/// Version folders ordered oldest to newest: numerically, a release candidate before its
+/// release.
+fn version_key(version: &str) -> (Vec<u64>, u64, u64) {
+    let (main, rc) = match version.split_once("rc") {
+        Some((main, rc)) => (main, rc.parse().unwrap_or(0)),
+        None => (version, u64::MAX),
+    };
+    let (main, post) = match main.split_once(".post") {
+        Some((main, post)) => (main, post.parse().unwrap_or(0)),
+        None => (main, 0),
+    };
+    let numbers = main
+        .split('.')
+        .filter_map(|part| part.parse().ok())
+        .collect();
+    (numbers, rc, post)
+}
+
+/// The newest version folder under `dir` holding every file in `files`.
+fn newest(dir: &Path, files: &[&str]) -> Option<String> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| files.iter().all(|f| e.path().join(f).is_file()))
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .max_by_key(|v| version_key(v))
+}
+
+fn read(path: &Path) -> anyhow::Result<DataFrame> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    ParquetReader::new(file)
+        .finish()
+        .with_context(|| format!("reading {}", path.display()))
+}
+
+fn floats(df: &DataFrame, name: &str) -> anyhow::Result<Vec<f64>> {
+    let column = df
+        .column(name)
+        .with_context(|| format!("no column {name}"))?
+        .cast(&DataType::Float64)?;
+    Ok(column
+        .f64()?
+        .iter()
+        .map(|v| v.unwrap_or(f64::NAN))
+        .collect())
+}
+
+fn strings(df: &DataFrame, name: &str) -> anyhow::Result<Vec<String>> {
+    let column = df
+        .column(name)
+        .with_context(|| format!("no column {name}"))?
+        .cast(&DataType::String)?;
+    Ok(column
+        .str()?
+        .iter()
+        .map(|v| v.unwrap_or_default().to_string())
+        .collect())
+}
+
+/// Powers of two from `low` up to the largest not above `high`.
+fn powers(low: f64, high: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut v = low;
+    while v <= high {
+        out.push(v);
+        v *= 2.0;
+    }
+    out
+}
+
+fn largest_power_below(v: f64) -> f64 {
+    2f64.powi(v.max(1.0).log2().floor() as i32)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Fills the missing (NaN) entries of `row` — log values along one axis — by linear
+/// extrapolation from their neighbours (non-decreasing past the end). Returns how many.
+fn fill(row: &mut [f64]) -> usize {
+    let known: Vec<usize> = (0..row.len()).filter(|&i| row[i].is_finite()).collect();
+    if known.is_empty() || known.len() == row.len() {
+        return 0;
+    }
+    let mut filled = 0;
+    for j in 0..row.len() {
+        if row[j].is_finite() {
+            continue;
+        }
+        let value = if known.len() == 1 {
+            row[known[0]]
+        } else if j < known[0] {
+            let (a, b) = (known[0], known[1]);
+            row[a] + (row[b] - row[a]) / (b - a) as f64 * (j as f64 - a as f64)
+        } else if j > known[known.len() - 1] {
+            let (a, b) = (known[known.len() - 2], known[known.len() - 1]);
+            let slope = ((row[b] - row[a]) / (b - a) as f64).max(0.0);
+            row[b] + slope * (j - b) as f64
+        } else {
+            let b = known.iter().position(|&k| k > j).unwrap_or(known.len() - 1);
+            let (lo, hi) = (known[b - 1], known[b]);
+            row[lo] + (row[hi] - row[lo]) * (j - lo) as f64 / (hi - lo) as f64
+        };
+        row[j] = value;
+        filled += 1;
+    }
+    filled
+}
+
+/// `12.3`, `0.0456`, `1230` — three significant digits.
+fn number(v: f64) -> String {
+    if v >= 1000.0 {
+        format!(
+            "{}",
+            (v / 10f64.powi(v.log10().floor() as i32 - 2)).round()
+                * 10f64.powi(v.log10().floor() as i32 - 2)
+        )
+    } else {
+        let digits = (2 - v.log10().floor() as i32).max(0) as usize;
+        let text = format!("{v:.digits$}");
+        if text.contains('.') {
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            text
+        }
+    }
+}
+
+fn join(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|v| number(*v))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn axis_line(table: &str, name: &str, values: &[f64]) -> String {
+    let text: Vec<String> = values.iter().map(|v| format!("{}", *v as u64)).collect();
+    format!("axis,{table},{name},{}\n", text.join(" "))
+}
+
+/// A 2-D table (leading axis × last axis) of medians, filled along both axes.
+fn grid2(leading: &[f64], last: &[f64], points: &[(f64, f64, f64)]) -> (Vec<Vec<f64>>, usize) {
+    let mut cells: BTreeMap<(usize, usize), Vec<f64>> = BTreeMap::new();
+    for &(a, b, latency) in points {
+        let (Some(i), Some(j)) = (
+            leading.iter().position(|v| *v == a),
+            last.iter().position(|v| *v == b),
+        ) else {
+            continue;
+        };
+        cells.entry((i, j)).or_default().push(latency);
+    }
+    let mut grid = vec![vec![f64::NAN; last.len()]; leading.len()];
+    for ((i, j), mut values) in cells {
+        grid[i][j] = (median(&mut values) * 1000.0).ln();
+    }
+    let mut filled = 0;
+    // Along the leading axis first (missing large batches), then along the last.
+    for j in 0..last.len() {
+        let mut column: Vec<f64> = grid.iter().map(|row| row[j]).collect();
+        filled += fill(&mut column);
+        for (row, value) in grid.iter_mut().zip(column) {
+            row[j] = value;
+        }
+    }
+    for row in &mut grid {
+        filled += fill(row);
+    }
+    (grid, filled)
+}
+
+fn convert_one(dir: &Path, system: &str, engine: &str) -> anyhow::Result<Option<Converted>> {
+    let gemm_dir = dir.join("gemm").join(engine);
+    let attention_dir = dir.join("attention").join(engine);
+    let (Some(gemm_version), Some(attention_version)) = (
+        newest(&gemm_dir, &["gemm_perf.parquet"]),
+        newest(
+            &attention_dir,
+            &[
+                "context_attention_perf.parquet",
+                "generation_attention_perf.parquet",
+            ],
+        ),
+    ) else {
+        return Ok(None);
+    };
+    let comm_version = newest(
+        &dir.join("comm").join(engine),
+        &["custom_allreduce_perf.parquet"],
+    );
+    let nccl_version = newest(&dir.join("comm").join("nccl"), &["nccl_perf.parquet"]);
+    let mut filled = 0;
+    let mut data = String::new();
+    let mut axes = String::new();
+    let mut notes = Vec::new();
+
+    // GEMM.
+    let gemm = read(&gemm_dir.join(&gemm_version).join("gemm_perf.parquet"))?;
+    let device = strings(&gemm, "device")?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let dtypes = strings(&gemm, "gemm_dtype")?;
+    let kernels = strings(&gemm, "kernel_source")?;
+    let (m, n, k, latency) = (
+        floats(&gemm, "m")?,
+        floats(&gemm, "n")?,
+        floats(&gemm, "k")?,
+        floats(&gemm, "latency")?,
+    );
+    let max = |v: &[f64]| {
+        v.iter()
+            .copied()
+            .filter(|x| x.is_finite())
+            .fold(1.0, f64::max)
+    };
+    let ms = powers(1.0, largest_power_below(max(&m)).min(32768.0));
+    let ns = powers(512.0, largest_power_below(max(&n)).min(65536.0));
+    let ks = powers(512.0, largest_power_below(max(&k)).min(65536.0));
+    axes.push_str(&axis_line("gemm", "m", &ms));
+    axes.push_str(&axis_line("gemm", "n", &ns));
+    axes.push_str(&axis_line("gemm", "k", &ks));
+    let mut fastest: BTreeMap<(String, usize, usize, usize), f64> = BTreeMap::new();
+    for i in 0..m.len() {
+        let (Some(a), Some(b), Some(c)) = (
+            ns.iter().position(|v| *v == n[i]),
+            ks.iter().position(|v| *v == k[i]),
+            ms.iter().position(|v| *v == m[i]),
+        ) else {
+            continue;
+        };
+        let dtype = if dtypes[i] == "bfloat16" {
+            "bf16".to_string()
+        } else {
+            dtypes[i].clone()
+        };
+        let entry = fastest.entry((dtype, a, b, c)).or_insert(f64::INFINITY);
+        *entry = entry.min(latency[i]);
+    }
+    let mut names: Vec<String> = fastest.keys().map(|(d, ..)| d.clone()).collect();
+    names.dedup();
+    for dtype in &names {
+        // [n][k][m] of log µs, filled along m, then k, then n (a shape never measured at
+        // any token count is extrapolated from its measured neighbours).
+        let mut cube = vec![vec![vec![f64::NAN; ms.len()]; ks.len()]; ns.len()];
+        for (a, plane) in cube.iter_mut().enumerate() {
+            for (b, row) in plane.iter_mut().enumerate() {
+                for (c, cell) in row.iter_mut().enumerate() {
+                    if let Some(l) = fastest.get(&(dtype.clone(), a, b, c)) {
+                        *cell = (l * 1000.0).ln();
+                    }
+                }
+            }
+        }
+        for plane in cube.iter_mut() {
+            for row in plane.iter_mut() {
+                filled += fill(row);
+            }
+        }
+        for plane in cube.iter_mut() {
+            for c in 0..ms.len() {
+                let mut line: Vec<f64> = plane.iter().map(|row| row[c]).collect();
+                filled += fill(&mut line);
+                for (row, v) in plane.iter_mut().zip(line) {
+                    row[c] = v;
+                }
+            }
+        }
+        for b in 0..ks.len() {
+            for c in 0..ms.len() {
+                let mut line: Vec<f64> = cube.iter().map(|plane| plane[b][c]).collect();
+                filled += fill(&mut line);
+                for (plane, v) in cube.iter_mut().zip(line) {
+                    plane[b][c] = v;
+                }
+            }
+        }
+        // A GEMM of m tokens can always run as the kernel measured for more tokens (engines
+        // pad batches up to captured sizes anyway), so no size is slower than a larger one:
+        // the minimum over the larger sizes removes kernel-selection noise at small m.
+        for plane in cube.iter_mut() {
+            for row in plane.iter_mut() {
+                for c in (0..row.len().saturating_sub(1)).rev() {
+                    row[c] = row[c].min(row[c + 1]);
+                }
+            }
+        }
+        for (a, nv) in ns.iter().enumerate() {
+            for (b, kv) in ks.iter().enumerate() {
+                let row = &cube[a][b];
+                if row.iter().any(|v| !v.is_finite()) {
+                    continue;
+                }
+                let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+                data.push_str(&format!(
+                    "gemm,{dtype},{},{},{}\n",
+                    *nv as u64,
+                    *kv as u64,
+                    join(&values)
+                ));
+            }
+        }
+    }
+    let mut kernel_names = kernels.clone();
+    kernel_names.sort();
+    kernel_names.dedup();
+    notes.push(format!(
+        "gemm kernels: {} (fastest per shape)",
+        kernel_names.join(", ")
+    ));
+
+    // Attention.
+    let attention = attention_dir.join(&attention_version);
+    let context = read(&attention.join("context_attention_perf.parquet"))?;
+    let generation = read(&attention.join("generation_attention_perf.parquet"))?;
+    let keep = |df: &DataFrame| -> anyhow::Result<Vec<bool>> {
+        let rows = df.height();
+        let window = floats(df, "window_size").unwrap_or_else(|_| vec![0.0; rows]);
+        let beam = floats(df, "beam_width").unwrap_or_else(|_| vec![1.0; rows]);
+        let attn = strings(df, "attn_dtype").unwrap_or_else(|_| vec!["bfloat16".into(); rows]);
+        let any_bf16 = attn.iter().any(|a| a == "bfloat16");
+        Ok((0..rows)
+            .map(|i| window[i] == 0.0 && beam[i] == 1.0 && (!any_bf16 || attn[i] == "bfloat16"))
+            .collect())
+    };
+    let (c_keep, g_keep) = (keep(&context)?, keep(&generation)?);
+    let c = (
+        floats(&context, "batch_size")?,
+        floats(&context, "isl")?,
+        floats(&context, "num_heads")?,
+        floats(&context, "head_dim")?,
+        strings(&context, "kv_cache_dtype")?,
+        floats(&context, "latency")?,
+    );
+    let g = (
+        floats(&generation, "batch_size")?,
+        floats(&generation, "isl")?,
+        floats(&generation, "step")?,
+        floats(&generation, "num_key_value_heads")?,
+        floats(&generation, "head_dim")?,
+        strings(&generation, "kv_cache_dtype")?,
+        floats(&generation, "latency")?,
+    );
+    let mut isls: Vec<f64> = c.1.clone();
+    isls.sort_by(f64::total_cmp);
+    isls.dedup();
+    let batch_heads = powers(
+        1.0,
+        largest_power_below(max(&(0..c.0.len())
+            .map(|i| c.0[i] * c.2[i])
+            .collect::<Vec<_>>())),
+    );
+    let mut kv_lens: Vec<f64> = (0..g.0.len()).map(|i| g.1[i] + g.2[i]).collect();
+    kv_lens.sort_by(f64::total_cmp);
+    kv_lens.dedup();
+    let batch_kv = powers(
+        1.0,
+        largest_power_below(max(&(0..g.0.len())
+            .map(|i| g.0[i] * g.3[i])
+            .collect::<Vec<_>>())),
+    );
+    axes.push_str(&axis_line("context_attention", "batch_heads", &batch_heads));
+    axes.push_str(&axis_line("context_attention", "isl", &isls));
+    axes.push_str(&axis_line(
+        "generation_attention",
+        "batch_kv_heads",
+        &batch_kv,
+    ));
+    axes.push_str(&axis_line("generation_attention", "kv_len", &kv_lens));
+    for head_dim in [64.0, 128.0] {
+        for (kv, name) in [("bfloat16", "kv_bf16"), ("fp8", "kv_fp8")] {
+            let points: Vec<(f64, f64, f64)> = (0..c.0.len())
+                .filter(|&i| c_keep[i] && c.3[i] == head_dim && c.4[i] == kv)
+                .map(|i| (c.0[i] * c.2[i], c.1[i], c.5[i]))
+                .collect();
+            if !points.is_empty() {
+                let (grid, n) = grid2(&batch_heads, &isls, &points);
+                filled += n;
+                for (row, b) in grid.iter().zip(&batch_heads) {
+                    if row.iter().all(|v| v.is_finite()) {
+                        let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+                        data.push_str(&format!(
+                            "context_attention,hd{}.{name},{},,{}\n",
+                            head_dim as u64,
+                            *b as u64,
+                            join(&values)
+                        ));
+                    }
+                }
+            }
+            let points: Vec<(f64, f64, f64)> = (0..g.0.len())
+                .filter(|&i| g_keep[i] && g.4[i] == head_dim && g.5[i] == kv)
+                .map(|i| (g.0[i] * g.3[i], g.1[i] + g.2[i], g.6[i]))
+                .collect();
+            if !points.is_empty() {
+                let (grid, n) = grid2(&batch_kv, &kv_lens, &points);
+                filled += n;
+                for (row, b) in grid.iter().zip(&batch_kv) {
+                    if row.iter().all(|v| v.is_finite()) {
+                        let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+                        data.push_str(&format!(
+                            "generation_attention,hd{}.{name},{},,{}\n",
+                            head_dim as u64,
+                            *b as u64,
+                            join(&values)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    // All-reduce: the engine's own kernels and NCCL's; message sizes are bf16 elements.
+    let mut reduce: Vec<(String, f64, f64, f64)> = Vec::new();
+    if let Some(version) = &comm_version {
+        let df = read(
+            &dir.join("comm")
+                .join(engine)
+                .join(version)
+                .join("custom_allreduce_perf.parquet"),
+        )?;
+        let (kernel, gpus, size, latency) = (
+            strings(&df, "kernel_source")?,
+            floats(&df, "num_gpus")?,
+            floats(&df, "message_size")?,
+            floats(&df, "latency")?,
+        );
+        for i in 0..gpus.len() {
+            let lower = kernel[i].to_ascii_lowercase();
+            let variant = if lower.contains("graph") {
+                "graph"
+            } else if lower.contains("eager") {
+                "eager"
+            } else {
+                "custom"
+            };
+            reduce.push((variant.into(), gpus[i], size[i] * 2.0, latency[i]));
+        }
+    }
+    if let Some(version) = &nccl_version {
+        let df = read(
+            &dir.join("comm")
+                .join("nccl")
+                .join(version)
+                .join("nccl_perf.parquet"),
+        )?;
+        let (op, dtype, gpus, size, latency) = (
+            strings(&df, "op_name")?,
+            strings(&df, "nccl_dtype")?,
+            floats(&df, "num_gpus")?,
+            floats(&df, "message_size")?,
+            floats(&df, "latency")?,
+        );
+        for i in 0..gpus.len() {
+            if op[i] == "all_reduce" && dtype[i] == "half" {
+                reduce.push(("nccl".into(), gpus[i], size[i] * 2.0, latency[i]));
+            }
+        }
+    }
+    if !reduce.is_empty() {
+        let mut sizes: Vec<f64> = reduce.iter().map(|r| r.2).collect();
+        sizes.sort_by(f64::total_cmp);
+        sizes.dedup();
+        axes.push_str(&axis_line("all_reduce", "bytes", &sizes));
+        let mut groups: BTreeMap<(String, u64), Vec<(f64, f64)>> = BTreeMap::new();
+        for (variant, gpus, bytes, latency) in &reduce {
+            groups
+                .entry((variant.clone(), *gpus as u64))
+                .or_default()
+                .push((*bytes, *latency));
+        }
+        for ((variant, gpus), points) in groups {
+            let points: Vec<(f64, f64, f64)> = points.iter().map(|(b, l)| (1.0, *b, *l)).collect();
+            let (grid, n) = grid2(&[1.0], &sizes, &points);
+            filled += n;
+            if let Some(row) = grid.first().filter(|r| r.iter().all(|v| v.is_finite())) {
+                let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+                data.push_str(&format!("all_reduce,{variant},{gpus},,{}\n", join(&values)));
+            }
+        }
+    }
+
+    let mut versions = vec![
+        format!("gemm {gemm_version}"),
+        format!("attention {attention_version}"),
+    ];
+    let mut body = format!(
+        "# capplan operator timings (µs) for {system} under {engine}, reduced from NVIDIA AIConfigurator\n\
+         # (Apache-2.0; see hardware/operators/README.md): {DATA_PATH}/{system}/\n"
+    );
+    for note in &notes {
+        body.push_str(&format!("# {note}\n"));
+    }
+    body.push_str(&format!(
+        "# {filled} grid cells extrapolated from their neighbours\n"
+    ));
+    body.push_str(&format!(
+        "meta,system,{system}\nmeta,device,{device}\nmeta,engine,{engine}\n"
+    ));
+    body.push_str(&format!(
+        "meta,version.gemm,{gemm_version}\nmeta,version.attention,{attention_version}\n"
+    ));
+    if let Some(v) = &comm_version {
+        body.push_str(&format!("meta,version.all_reduce,{v}\n"));
+        versions.push(format!("all-reduce {v}"));
+    }
+    if let Some(v) = &nccl_version {
+        body.push_str(&format!("meta,version.nccl,{v}\n"));
+        versions.push(format!("nccl {v}"));
+    }
+    body.push_str(&axes);
+    body.push_str(&data);
+    Ok(Some(Converted {
+        body,
+        versions: versions.join(", "),
+        filled,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_numerically_with_candidates_before_releases() {
+        let mut versions = vec![
+            "0.5.9",
+            "0.5.10",
+            "1.3.0rc10",
+            "1.3.0rc9",
+            "1.3.0",
+            "0.5.6.post2",
+        ];
+        versions.sort_by_key(|v| version_key(v));
+        assert_eq!(
+            versions,
+            vec![
+                "0.5.6.post2",
+                "0.5.9",
+                "0.5.10",
+                "1.3.0rc9",
+                "1.3.0rc10",
+                "1.3.0"
+            ]
+        );
+    }
+
+    #[test]
+    fn gaps_fill_along_the_row_and_never_fall_past_its_end() {
+        let mut row = vec![f64::NAN, 1.0, 2.0, f64::NAN, 4.0, f64::NAN];
+        assert_eq!(fill(&mut row), 3);
+        assert_eq!(row, vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let mut falling = vec![3.0, 2.0, f64::NAN];
+        fill(&mut falling);
+        assert_eq!(falling[2], 2.0);
+    }
+
+    #[test]
+    fn numbers_keep_three_significant_digits() {
+        assert_eq!(number(3.3912), "3.39");
+        assert_eq!(number(0.045678), "0.0457");
+        assert_eq!(number(123.456), "123");
+        assert_eq!(number(12345.0), "12300");
+        assert_eq!(number(10.0), "10");
+    }
+}

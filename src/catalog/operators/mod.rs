@@ -1,0 +1,205 @@
+//! Measured operator timings: GEMMs, attention and all-reduce, per card system and serving
+//! engine, as NVIDIA AIConfigurator collected them on real GPUs and capplan reduced them
+//! (`hardware/operators/`, rebuilt by `capplan hardware import-operators`).
+//!
+//! The tables are compiled into the binary, and a `--hardware DIR` holding
+//! `operators/<system>/<engine>.csv` replaces or adds tables one system × engine at a time.
+
+pub mod convert;
+pub mod grid;
+pub mod tables;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use convert::{convert_aiconfigurator, ConvertSummary};
+pub use tables::OperatorTables;
+
+use crate::error::InputError;
+
+/// The shipped tables: (file, text).
+const SHIPPED: [(&str, &str); 15] = [
+    (
+        "a100_sxm/vllm.csv",
+        include_str!("../../../hardware/operators/a100_sxm/vllm.csv"),
+    ),
+    (
+        "a100_sxm/sglang.csv",
+        include_str!("../../../hardware/operators/a100_sxm/sglang.csv"),
+    ),
+    (
+        "a100_sxm/trtllm.csv",
+        include_str!("../../../hardware/operators/a100_sxm/trtllm.csv"),
+    ),
+    (
+        "h100_sxm/vllm.csv",
+        include_str!("../../../hardware/operators/h100_sxm/vllm.csv"),
+    ),
+    (
+        "h100_sxm/sglang.csv",
+        include_str!("../../../hardware/operators/h100_sxm/sglang.csv"),
+    ),
+    (
+        "h100_sxm/trtllm.csv",
+        include_str!("../../../hardware/operators/h100_sxm/trtllm.csv"),
+    ),
+    (
+        "h200_sxm/vllm.csv",
+        include_str!("../../../hardware/operators/h200_sxm/vllm.csv"),
+    ),
+    (
+        "h200_sxm/sglang.csv",
+        include_str!("../../../hardware/operators/h200_sxm/sglang.csv"),
+    ),
+    (
+        "h200_sxm/trtllm.csv",
+        include_str!("../../../hardware/operators/h200_sxm/trtllm.csv"),
+    ),
+    (
+        "b200_sxm/vllm.csv",
+        include_str!("../../../hardware/operators/b200_sxm/vllm.csv"),
+    ),
+    (
+        "b200_sxm/sglang.csv",
+        include_str!("../../../hardware/operators/b200_sxm/sglang.csv"),
+    ),
+    (
+        "b200_sxm/trtllm.csv",
+        include_str!("../../../hardware/operators/b200_sxm/trtllm.csv"),
+    ),
+    (
+        "l40s/vllm.csv",
+        include_str!("../../../hardware/operators/l40s/vllm.csv"),
+    ),
+    (
+        "l40s/sglang.csv",
+        include_str!("../../../hardware/operators/l40s/sglang.csv"),
+    ),
+    (
+        "l40s/trtllm.csv",
+        include_str!("../../../hardware/operators/l40s/trtllm.csv"),
+    ),
+];
+
+/// Every system × engine's tables.
+#[derive(Debug, Clone, Default)]
+pub struct OperatorLibrary {
+    sets: BTreeMap<(String, String), OperatorTables>,
+}
+
+impl OperatorLibrary {
+    /// The tables compiled into the binary.
+    pub fn shipped() -> Result<OperatorLibrary, InputError> {
+        let mut library = OperatorLibrary::default();
+        for (file, text) in SHIPPED {
+            let origin = format!("hardware/operators/{file} (built in)");
+            library.insert(OperatorTables::parse(text, &origin)?);
+        }
+        Ok(library)
+    }
+
+    /// The shipped tables, with `<dir>/operators/<system>/<engine>.csv` replacing or adding.
+    pub fn load(hardware_dir: Option<&Path>) -> Result<OperatorLibrary, InputError> {
+        let mut library = OperatorLibrary::shipped()?;
+        let Some(dir) = hardware_dir else {
+            return Ok(library);
+        };
+        let root = dir.join("operators");
+        let Ok(systems) = std::fs::read_dir(&root) else {
+            return Ok(library);
+        };
+        let mut files = Vec::new();
+        for system in systems.filter_map(Result::ok) {
+            let Ok(entries) = std::fs::read_dir(system.path()) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "csv") {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        for path in files {
+            let origin = path.display().to_string();
+            let text = std::fs::read_to_string(&path)
+                .map_err(|err| InputError::file(&origin, format!("cannot read: {err}")))?;
+            library.insert(OperatorTables::parse(&text, &origin)?);
+        }
+        Ok(library)
+    }
+
+    fn insert(&mut self, tables: OperatorTables) {
+        self.sets
+            .insert((tables.system.clone(), tables.engine.clone()), tables);
+    }
+
+    /// The tables of `system` (as a card's `operators` names it) under `engine`.
+    pub fn get(&self, system: &str, engine: &str) -> Option<&OperatorTables> {
+        self.sets.get(&(system.to_string(), engine.to_string()))
+    }
+
+    /// Every (system, engine) with tables.
+    pub fn systems(&self) -> Vec<(&str, &str)> {
+        self.sets
+            .keys()
+            .map(|(s, e)| (s.as_str(), e.as_str()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_tables_load_and_answer() {
+        let library = OperatorLibrary::shipped().unwrap();
+        assert_eq!(library.systems().len(), SHIPPED.len());
+        let h100 = library.get("h100_sxm", "vllm").unwrap();
+        assert!(h100.device.contains("H100"));
+        for dtype in ["bf16", "fp8"] {
+            assert!(h100.gemm_dtypes().contains(&dtype), "{dtype}");
+        }
+        // A 4096² GEMM of 4096 tokens is 137 GFLOP: at the H100's 989 TFLOP/s dense bf16
+        // peak that is 139 µs; measured kernels reach well over half of it.
+        let t = h100.gemm_us("bf16", 4096.0, 4096.0, 4096.0).unwrap();
+        assert!((139.0..280.0).contains(&t), "{t} µs");
+        // Decode attention grows with the KV read; prefill attention with the prompt.
+        let short = h100
+            .generation_attention_us(128, "kv_bf16", 64.0, 1024.0)
+            .unwrap();
+        let long = h100
+            .generation_attention_us(128, "kv_bf16", 64.0, 8192.0)
+            .unwrap();
+        assert!(long > 2.0 * short, "{short} → {long}");
+        assert!(h100.all_reduce_us("nccl", 8, 1e6).is_some());
+    }
+
+    #[test]
+    fn a_hardware_folder_adds_and_replaces_tables() {
+        let dir = std::env::temp_dir().join(format!("capplan-ops-{}", std::process::id()));
+        let system = dir.join("operators").join("test_gpu");
+        std::fs::create_dir_all(&system).unwrap();
+        std::fs::write(
+            system.join("vllm.csv"),
+            "meta,system,test_gpu\nmeta,engine,vllm\naxis,gemm,m,1 2\naxis,gemm,n,512\naxis,gemm,k,512\ngemm,bf16,512,512,1 2\n",
+        )
+        .unwrap();
+        let library = OperatorLibrary::load(Some(&dir)).unwrap();
+        assert!(library.get("test_gpu", "vllm").is_some());
+        assert!(
+            library.get("h100_sxm", "vllm").is_some(),
+            "shipped ones stay"
+        );
+        std::fs::write(
+            system.join("vllm.csv"),
+            "meta,system,test_gpu\nbogus,line\n",
+        )
+        .unwrap();
+        let err = OperatorLibrary::load(Some(&dir)).unwrap_err().to_string();
+        assert!(err.contains("vllm.csv:2"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,392 @@
+//! One card system's measured operator timings under one engine, read from its text table.
+//!
+//! The format (`hardware/operators/<system>/<engine>.csv`): `#` starts a comment; every other
+//! line is comma-separated, and a list of numbers is one field with the numbers separated by
+//! spaces.
+//!
+//! ```text
+//! meta,system,h100_sxm                    # also: device, engine, version.<family>
+//! axis,gemm,m,1 2 4 … 32768               # a table's axes, in order; the last one varies
+//! axis,gemm,n,512 … 65536                 #   along each data line
+//! axis,gemm,k,512 … 65536
+//! gemm,bf16,<n>,<k>,<µs along m>          # table, variant, the other axes' values, values
+//! context_attention,hd128.kv_bf16,<batch × heads>,,<µs along isl>
+//! generation_attention,hd128.kv_fp8,<batch × kv heads>,,<µs along kv_len>
+//! all_reduce,graph,<gpus>,,<µs along message bytes>
+//! ```
+//!
+//! Every variant of a table must cover every combination of its leading axes' values, so the
+//! values form a full grid.
+
+use std::collections::BTreeMap;
+
+use super::grid::{Axis, Grid};
+use crate::error::InputError;
+
+/// The tables this reader knows and their axes, in order.
+const TABLES: [(&str, &[&str]); 4] = [
+    ("gemm", &["n", "k", "m"]),
+    ("context_attention", &["batch_heads", "isl"]),
+    ("generation_attention", &["batch_kv_heads", "kv_len"]),
+    ("all_reduce", &["gpus", "bytes"]),
+];
+
+/// One system × engine.
+#[derive(Debug, Clone, Default)]
+pub struct OperatorTables {
+    pub system: String,
+    pub engine: String,
+    pub device: String,
+    /// Engine (or NCCL) version each table family was measured with.
+    pub versions: BTreeMap<String, String>,
+    /// Where the tables were read from, for messages.
+    pub origin: String,
+    gemm: BTreeMap<String, Grid>,
+    context_attention: BTreeMap<String, Grid>,
+    generation_attention: BTreeMap<String, Grid>,
+    /// By (variant, gpus): the all-reduce table is measured at a few GPU counts only, which
+    /// are not interpolated between.
+    all_reduce: BTreeMap<(String, u32), Grid>,
+}
+
+/// Lines of one table variant while reading: the leading axes' values → the values along the
+/// last axis.
+type Rows = BTreeMap<Vec<u64>, Vec<f64>>;
+
+impl OperatorTables {
+    /// Reads `text`; errors name `origin:line` and what would be valid.
+    pub fn parse(text: &str, origin: &str) -> Result<OperatorTables, InputError> {
+        let mut tables = OperatorTables {
+            origin: origin.to_string(),
+            ..OperatorTables::default()
+        };
+        let mut axes: BTreeMap<String, BTreeMap<String, Axis>> = BTreeMap::new();
+        let mut rows: BTreeMap<(String, String), (usize, Rows)> = BTreeMap::new();
+        for (index, raw) in text.lines().enumerate() {
+            let line_no = index + 1;
+            let bad = |message: String| InputError::file(format!("{origin}:{line_no}"), message);
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            match fields[0] {
+                "meta" => {
+                    let (Some(key), Some(value)) = (fields.get(1), fields.get(2)) else {
+                        return Err(bad("a meta line is meta,KEY,VALUE".into()));
+                    };
+                    match *key {
+                        "system" => tables.system = value.to_string(),
+                        "engine" => tables.engine = value.to_string(),
+                        "device" => tables.device = value.to_string(),
+                        other => match other.strip_prefix("version.") {
+                            Some(family) => {
+                                tables.versions.insert(family.into(), value.to_string());
+                            }
+                            None => {
+                                return Err(bad(format!(
+                                    "unknown meta key '{other}': use system, device, engine or version.<family>"
+                                )))
+                            }
+                        },
+                    }
+                }
+                "axis" => {
+                    let [_, table, name, values] = fields[..] else {
+                        return Err(bad("an axis line is axis,TABLE,NAME,V1 V2 …".into()));
+                    };
+                    let Some((_, names)) = TABLES.iter().find(|(t, _)| *t == table) else {
+                        return Err(bad(unknown_table(table)));
+                    };
+                    if !names.contains(&name) {
+                        return Err(bad(format!(
+                            "table {table} has axes {}, not '{name}'",
+                            names.join(", ")
+                        )));
+                    }
+                    if rows.keys().any(|(t, _)| t == table) {
+                        return Err(bad(format!(
+                            "axis {name} of {table} comes after {table}'s data; declare axes first"
+                        )));
+                    }
+                    let values = numbers(values).map_err(&bad)?;
+                    let axis = Axis::new(values).ok_or_else(|| {
+                        bad(format!(
+                            "axis {name} of {table}: values must be positive and ascending"
+                        ))
+                    })?;
+                    axes.entry(table.into())
+                        .or_default()
+                        .insert(name.into(), axis);
+                }
+                table => {
+                    let Some((_, names)) = TABLES.iter().find(|(t, _)| *t == table) else {
+                        return Err(bad(unknown_table(table)));
+                    };
+                    if fields.len() != 5 {
+                        return Err(bad(format!(
+                            "a {table} line is {table},VARIANT,KEY1,KEY2,V1 V2 … (5 fields, KEY2 empty for a 2-axis table); found {}",
+                            fields.len()
+                        )));
+                    }
+                    let declared = axes.get(table);
+                    let last = names[names.len() - 1];
+                    let Some(last_axis) = declared.and_then(|a| a.get(last)) else {
+                        return Err(bad(format!(
+                            "{table} data before its axis '{last}' is declared"
+                        )));
+                    };
+                    let mut key = Vec::new();
+                    for (position, field) in fields[2..4].iter().enumerate() {
+                        if position + 1 >= names.len() {
+                            if !field.is_empty() {
+                                return Err(bad(format!(
+                                    "{table} has {} axes: leave the second key empty",
+                                    names.len()
+                                )));
+                            }
+                            continue;
+                        }
+                        let value: u64 = field.parse().map_err(|_| {
+                            bad(format!(
+                                "{table} key '{field}' ({}) is not a whole number",
+                                names[position]
+                            ))
+                        })?;
+                        key.push(value);
+                    }
+                    let values = numbers(fields[4]).map_err(&bad)?;
+                    if values.len() != last_axis.len() {
+                        return Err(bad(format!(
+                            "{} values along {last}, which has {}",
+                            values.len(),
+                            last_axis.len()
+                        )));
+                    }
+                    if values.iter().any(|v| *v <= 0.0) {
+                        return Err(bad("timings must be above 0 µs".into()));
+                    }
+                    let entry = rows
+                        .entry((table.to_string(), fields[1].to_string()))
+                        .or_insert((line_no, Rows::new()));
+                    if entry.1.insert(key, values).is_some() {
+                        return Err(bad(format!("{table} {} repeats a line", fields[1])));
+                    }
+                }
+            }
+        }
+        for ((table, variant), (line_no, lines)) in rows {
+            let bad = |message: String| InputError::file(format!("{origin}:{line_no}"), message);
+            let declared = axes.get(&table).cloned().unwrap_or_default();
+            if table == "all_reduce" {
+                let bytes = declared
+                    .get("bytes")
+                    .cloned()
+                    .ok_or_else(|| bad("all_reduce needs an axis 'bytes'".into()))?;
+                for (key, values) in lines {
+                    let gpus = key.first().copied().unwrap_or(0) as u32;
+                    let grid = Grid::new(vec![bytes.clone()], &values)
+                        .ok_or_else(|| bad(format!("all_reduce {variant} {gpus} GPUs")))?;
+                    tables.all_reduce.insert((variant.clone(), gpus), grid);
+                }
+                continue;
+            }
+            let names = TABLES
+                .iter()
+                .find(|(t, _)| *t == table)
+                .map(|(_, n)| *n)
+                .unwrap_or(&[]);
+            let mut grid_axes = Vec::new();
+            for name in names {
+                grid_axes.push(
+                    declared
+                        .get(*name)
+                        .cloned()
+                        .ok_or_else(|| bad(format!("{table} needs an axis '{name}'")))?,
+                );
+            }
+            // Row-major over the leading axes' values: every combination must be there.
+            let mut values = Vec::new();
+            let leading = &grid_axes[..grid_axes.len() - 1];
+            let mut missing = None;
+            for_each_combination(leading, &mut |key| match lines.get(key) {
+                Some(row) => values.extend_from_slice(row),
+                None => {
+                    if missing.is_none() {
+                        missing = Some(key.to_vec());
+                    }
+                }
+            });
+            if let Some(key) = missing {
+                return Err(bad(format!(
+                    "{table} {variant} has no line for {} = {key:?}: every combination of the leading axes is needed",
+                    names[..names.len() - 1].join(", ")
+                )));
+            }
+            let grid = Grid::new(grid_axes, &values)
+                .ok_or_else(|| bad(format!("{table} {variant}: not a full grid")))?;
+            match table.as_str() {
+                "gemm" => tables.gemm.insert(variant, grid),
+                "context_attention" => tables.context_attention.insert(variant, grid),
+                _ => tables.generation_attention.insert(variant, grid),
+            };
+        }
+        if tables.system.is_empty() || tables.engine.is_empty() {
+            return Err(InputError::file(
+                origin,
+                "needs meta,system,NAME and meta,engine,NAME lines",
+            ));
+        }
+        Ok(tables)
+    }
+
+    /// The GEMM dtypes measured (`bf16`, `fp8`, `fp8_block`, `nvfp4`, …).
+    pub fn gemm_dtypes(&self) -> Vec<&str> {
+        self.gemm.keys().map(String::as_str).collect()
+    }
+
+    /// One GEMM of `m` tokens, `n` outputs, `k` inputs in `dtype`, µs.
+    pub fn gemm_us(&self, dtype: &str, m: f64, n: f64, k: f64) -> Option<f64> {
+        self.gemm
+            .get(dtype)
+            .map(|grid| grid.at_monotone(&[n, k, m]))
+    }
+
+    /// Context (prefill) attention of `batch_heads` = sequences × query heads on one card,
+    /// each `isl` tokens long, µs.
+    pub fn context_attention_us(
+        &self,
+        head_dim: u32,
+        kv_dtype: &str,
+        batch_heads: f64,
+        isl: f64,
+    ) -> Option<f64> {
+        self.context_attention
+            .get(&format!("hd{head_dim}.{kv_dtype}"))
+            .map(|grid| grid.at_monotone(&[batch_heads, isl]))
+    }
+
+    /// Generation (decode) attention of `batch_kv_heads` = sequences × KV heads on one card
+    /// over `kv_len` cached positions each, µs.
+    pub fn generation_attention_us(
+        &self,
+        head_dim: u32,
+        kv_dtype: &str,
+        batch_kv_heads: f64,
+        kv_len: f64,
+    ) -> Option<f64> {
+        self.generation_attention
+            .get(&format!("hd{head_dim}.{kv_dtype}"))
+            .map(|grid| grid.at_monotone(&[batch_kv_heads, kv_len]))
+    }
+
+    /// An all-reduce of `bytes` over `gpus` GPUs with this engine's `variant` (`graph`,
+    /// `eager`, `custom`) or NCCL's (`nccl`), µs; `None` when not measured at that GPU count.
+    pub fn all_reduce_us(&self, variant: &str, gpus: u32, bytes: f64) -> Option<f64> {
+        self.all_reduce
+            .get(&(variant.to_string(), gpus))
+            .map(|grid| grid.at_monotone(&[bytes]))
+    }
+}
+
+fn unknown_table(table: &str) -> String {
+    format!(
+        "unknown line kind '{table}': use meta, axis, {}",
+        TABLES.map(|(t, _)| t).join(", ")
+    )
+}
+
+fn numbers(field: &str) -> Result<Vec<f64>, String> {
+    field
+        .split_whitespace()
+        .map(|word| {
+            word.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("'{word}' is not a number"))
+        })
+        .collect()
+}
+
+/// Calls `visit` with every combination of `axes`' values (as whole numbers), the last axis
+/// varying fastest.
+fn for_each_combination(axes: &[Axis], visit: &mut dyn FnMut(&[u64])) {
+    let mut key = vec![0u64; axes.len()];
+    fn walk(axes: &[Axis], depth: usize, key: &mut Vec<u64>, visit: &mut dyn FnMut(&[u64])) {
+        if depth == axes.len() {
+            visit(key);
+            return;
+        }
+        for value in &axes[depth].values {
+            key[depth] = value.round() as u64;
+            walk(axes, depth + 1, key, visit);
+        }
+    }
+    walk(axes, 0, &mut key, visit);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = "# a test table\n\
+        meta,system,test_gpu\n\
+        meta,engine,vllm\n\
+        meta,version.gemm,0.1\n\
+        axis,gemm,m,1 16\n\
+        axis,gemm,n,512 1024\n\
+        axis,gemm,k,512\n\
+        gemm,bf16,512,512,10 20\n\
+        gemm,bf16,1024,512,20 40\n\
+        axis,all_reduce,bytes,1024 2048\n\
+        all_reduce,graph,2,,5 6\n";
+
+    #[test]
+    fn a_small_table_reads_and_interpolates() {
+        let tables = OperatorTables::parse(SMALL, "t.csv").unwrap();
+        assert_eq!(tables.system, "test_gpu");
+        assert_eq!(tables.versions["gemm"], "0.1");
+        assert_eq!(tables.gemm_dtypes(), vec!["bf16"]);
+        assert!((tables.gemm_us("bf16", 16.0, 1024.0, 512.0).unwrap() - 40.0).abs() < 1e-9);
+        // Halfway in log m between 1 and 16 (m = 4): √(10·20).
+        let mid = tables.gemm_us("bf16", 4.0, 512.0, 512.0).unwrap();
+        assert!((mid - (200f64).sqrt()).abs() < 1e-9);
+        assert!(tables.gemm_us("fp8", 4.0, 512.0, 512.0).is_none());
+        assert!((tables.all_reduce_us("graph", 2, 1024.0).unwrap() - 5.0).abs() < 1e-9);
+        assert!(tables.all_reduce_us("graph", 4, 1024.0).is_none());
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let cases = [
+            (SMALL.replace("10 20", "10"), ":8", "1 values along m"),
+            (SMALL.replace("10 20", "10 x"), ":8", "'x' is not a number"),
+            (
+                SMALL.replace("gemm,bf16,1024", "gemmm,bf16,1024"),
+                ":9",
+                "unknown line kind",
+            ),
+            (
+                SMALL.replace("gemm,bf16,1024,512,20 40\n", ""),
+                ":8",
+                "no line for n, k = [1024, 512]",
+            ),
+            (
+                SMALL.replace("axis,gemm,k,512\n", "") + "axis,gemm,k,512\n",
+                ":11",
+                "comes after gemm's data",
+            ),
+            (
+                SMALL.replace("meta,system,test_gpu\n", ""),
+                "t.csv",
+                "meta,system",
+            ),
+        ];
+        for (text, line, message) in cases {
+            let err = OperatorTables::parse(&text, "t.csv")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(line) && err.contains(message), "{err}");
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! One runner per command that is more than a call into the library: arguments already
+//! parsed and checked by `cli`, results handed back to `main` to print.
+
+pub mod operators;
+pub mod validate;

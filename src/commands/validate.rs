@@ -1,0 +1,129 @@
+//! `capplan validate`: which public tables to score, with the catalog's engine profiles or
+//! with overheads fitted here on each source's fit subset.
+
+use capplan::catalog::Catalog;
+use capplan::validate::fit::fit_overheads;
+use capplan::validate::{score_source, silicon, static_batch, TableSource, ValidationReport};
+
+use crate::cli::ValidateArgs;
+
+/// The sources `validate` knows, in the order it prints them.
+pub const SOURCES: [&str; 2] = ["silicon", "static-batch"];
+
+/// Reads, predicts and scores the sources `args` names.
+pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationReport> {
+    for name in &args.source {
+        if !SOURCES.contains(&name.as_str()) {
+            return Err(capplan::InputError::value(format!(
+                "unknown validation source '{name}': use {}",
+                SOURCES.join(", ")
+            ))
+            .into());
+        }
+    }
+    for name in &args.engine {
+        catalog.engine(name)?;
+    }
+    let wanted = |name: &str| args.source.is_empty() || args.source.iter().any(|s| s == name);
+    let mut sources: Vec<TableSource> = Vec::new();
+    if wanted("silicon") {
+        sources.push(silicon::source(catalog)?);
+    }
+    if !args.engine.is_empty() {
+        for source in &mut sources {
+            source.comparisons.retain(|c| {
+                args.engine
+                    .iter()
+                    .any(|e| catalog.engine(e).is_ok_and(|p| p.name == c.group))
+            });
+        }
+    }
+    let start = match args.benchmark_start.as_str() {
+        "together" => None,
+        "staggered" => Some(capplan::sim::predict::ClosedStart::Staggered),
+        other => {
+            return Err(capplan::InputError::value(format!(
+                "--benchmark-start {other}: use together or staggered"
+            ))
+            .into())
+        }
+    };
+    if let Some(start) = start {
+        for source in &mut sources {
+            for comparison in &mut source.comparisons {
+                if matches!(
+                    comparison.arrivals,
+                    capplan::sim::virtual_run::Arrivals::Closed { .. }
+                ) {
+                    comparison.sample.start = start;
+                }
+            }
+        }
+    }
+    if args.roofline {
+        for source in &mut sources {
+            for comparison in &mut source.comparisons {
+                comparison.deployment.roofline = true;
+            }
+        }
+    }
+    let mut overrides = Vec::new();
+    let mut fitted = Vec::new();
+    if args.fit {
+        for profile in &catalog.engines {
+            let rows: Vec<_> = sources
+                .iter()
+                .flat_map(|s| s.comparisons.iter())
+                .filter(|c| c.group == profile.name && c.subset == silicon::FIT_SUBSET)
+                .cloned()
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let (profile, summary) = fit_overheads(catalog, &rows, profile, 60)
+                .map_err(|err| anyhow::anyhow!("fitting {}: {err}", profile.name))?;
+            overrides.push(profile);
+            fitted.push(summary);
+        }
+    }
+    let roofline_twins: Vec<TableSource> = match &args.write_bands {
+        Some(_) if !args.roofline => sources
+            .iter()
+            .map(|source| {
+                let mut twin = source.clone();
+                twin.name = format!("{} (roofline)", source.name);
+                for comparison in &mut twin.comparisons {
+                    comparison.deployment.roofline = true;
+                }
+                twin
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let sources: Vec<_> = sources
+        .into_iter()
+        .chain(roofline_twins)
+        .map(|source| score_source(catalog, source, &overrides, args.details))
+        .collect();
+    if let Some(path) = &args.write_bands {
+        let scored: Vec<&capplan::validate::SourceScore> = sources.iter().collect();
+        let bands = capplan::validate::bands(
+            &scored,
+            "held-out sweeps of the AIConfigurator silicon sample (dense, aggregated), `capplan validate`",
+        );
+        std::fs::write(path, capplan::validate::bands_toml(&bands))
+            .map_err(|err| anyhow::anyhow!("writing {}: {err}", path.display()))?;
+        eprintln!("wrote {} bands to {}", bands.len(), path.display());
+    }
+    let static_batch = if wanted("static-batch") {
+        Some(static_batch::score(catalog, catalog.engine("trtllm")?)?)
+    } else {
+        None
+    };
+    Ok(ValidationReport {
+        fitted,
+        sources,
+        static_batch,
+        details: args.details,
+    })
+}

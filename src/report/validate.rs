@@ -1,0 +1,307 @@
+//! How `capplan validate` reads: per source, per engine and subset, the errors of each metric;
+//! C* at two SLOs where a source measured sweeps; what was skipped and why.
+
+use super::{Document, Report, Table};
+use crate::validate::score::ErrorStats;
+use crate::validate::{RowOutcome, SourceScore, ValidationReport};
+
+fn pct(value: f64) -> String {
+    format!("{:.1} %", value * 100.0)
+}
+
+fn signed(value: f64) -> String {
+    format!("{:+.1} %", value * 100.0)
+}
+
+fn stats_cells(stats: &ErrorStats) -> Vec<String> {
+    vec![
+        stats.n.to_string(),
+        pct(stats.median_abs),
+        pct(stats.p90_abs),
+        pct(stats.worst_abs),
+        signed(stats.median),
+        format!("[{}, {}]", signed(stats.p10), signed(stats.p90)),
+    ]
+}
+
+fn ms(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".into(), |v| format!("{:.1}", v * 1e3))
+}
+
+fn outcome_cells(outcome: &RowOutcome) -> Vec<String> {
+    vec![
+        ms(outcome.ttft_s),
+        ms(outcome.tpot_s),
+        ms(outcome.e2e_s),
+        outcome
+            .output_tokens_per_s
+            .map_or_else(|| "-".into(), |v| format!("{v:.0}")),
+    ]
+}
+
+fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
+    let mut tables = Vec::new();
+    let mut errors = Table {
+        caption: Some(format!(
+            "{} ({}) — {} of {} rows compared; split: {}",
+            source.source, source.file, source.compared, source.total_rows, source.split
+        )),
+        headers: [
+            "engine",
+            "subset",
+            "step times",
+            "metric",
+            "n",
+            "median |error|",
+            "p90 |error|",
+            "worst",
+            "median error",
+            "80 % within",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for group in &source.groups {
+        for metric in &group.metrics {
+            let mut row = vec![
+                group.engine.clone(),
+                group.subset.clone(),
+                group.basis_class.clone(),
+                metric.metric.clone(),
+            ];
+            row.extend(stats_cells(&metric.stats));
+            errors.rows.push(row);
+        }
+    }
+    tables.push(errors);
+    if !source.c_star.is_empty() {
+        let mut table = Table {
+            caption: Some(format!(
+                "{}: C* read off each measured sweep and off the predicted one at the same loads",
+                source.source
+            )),
+            headers: [
+                "SLO",
+                "engine",
+                "subset",
+                "step times",
+                "sweeps",
+                "median |error|",
+                "p90 |error|",
+                "worst",
+                "median error",
+                "80 % within",
+                "predicted past the range",
+                "predicted below it",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+        };
+        for score in &source.c_star {
+            let mut row = vec![
+                score.slo.clone(),
+                score.engine.clone(),
+                score.subset.clone(),
+                score.basis_class.clone(),
+            ];
+            match &score.stats {
+                Some(stats) => {
+                    let cells = stats_cells(stats);
+                    row.push(score.sweeps.to_string());
+                    row.extend(cells.into_iter().skip(1));
+                }
+                None => {
+                    row.push(score.sweeps.to_string());
+                    row.extend(std::iter::repeat_n("-".to_string(), 5));
+                }
+            }
+            row.push(score.predicted_above_range.to_string());
+            row.push(score.predicted_below_range.to_string());
+            table.rows.push(row);
+        }
+        tables.push(table);
+    }
+    if details {
+        let mut table = Table {
+            caption: Some(format!(
+                "{}: every row (ms; measured | predicted)",
+                source.source
+            )),
+            headers: [
+                "id",
+                "engine",
+                "subset",
+                "model",
+                "card",
+                "tp",
+                "load",
+                "TTFT",
+                "TPOT",
+                "E2E",
+                "tok/s",
+                "TTFT pred",
+                "TPOT pred",
+                "E2E pred",
+                "tok/s pred",
+                "step times",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+        };
+        for row in &source.rows {
+            let mut cells = vec![
+                row.id.clone(),
+                row.engine.clone(),
+                row.subset.clone(),
+                row.model.clone(),
+                row.card.clone(),
+                row.tp.to_string(),
+                format!("{}", row.load),
+            ];
+            cells.extend(outcome_cells(&row.measured));
+            cells.extend(outcome_cells(&row.predicted));
+            cells.push(crate::validate::basis_class(&row.basis).to_string());
+            table.rows.push(cells);
+        }
+        tables.push(table);
+    }
+    tables
+}
+
+impl Report for ValidationReport {
+    fn document(&self) -> Document {
+        let mut tables = Vec::new();
+        let mut notes = vec![
+            "Errors are (predicted − measured) / measured; a negative TTFT or TPOT error is an \
+             optimistic prediction, a positive C* error one that promises more users than were \
+             measured."
+                .to_string(),
+        ];
+        if !self.fitted.is_empty() {
+            tables.push(Table {
+                caption: Some(
+                    "Engine overheads fitted on the fit subsets (rms of ln(predicted/measured) \
+                     over TTFT and TPOT)"
+                        .into(),
+                ),
+                headers: [
+                    "engine",
+                    "rows",
+                    "step ms",
+                    "µs per sequence",
+                    "µs per eager layer",
+                    "request ms",
+                    "rms log error before",
+                    "after",
+                    "iterations",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: self
+                    .fitted
+                    .iter()
+                    .map(|f| {
+                        vec![
+                            f.engine.clone(),
+                            f.rows.to_string(),
+                            format!("{:.3}", f.step_overhead_ms),
+                            format!("{:.2}", f.seq_overhead_us),
+                            format!("{:.1}", f.eager_layer_overhead_us),
+                            format!("{:.1}", f.request_overhead_ms),
+                            format!("{:.3}", f.rms_log_error_before),
+                            format!("{:.3}", f.rms_log_error_after),
+                            f.evaluations.to_string(),
+                        ]
+                    })
+                    .collect(),
+            });
+        }
+        for source in &self.sources {
+            tables.extend(source_tables(source, self.details));
+            for (reason, count) in &source.skipped.reasons {
+                notes.push(format!(
+                    "{}: {count} rows skipped — {reason}",
+                    source.source
+                ));
+            }
+            for (reason, count) in &source.failed.reasons {
+                notes.push(format!(
+                    "{}: {count} rows not predicted — {reason}",
+                    source.source
+                ));
+            }
+        }
+        if let Some(score) = &self.static_batch {
+            let mut table = Table {
+                caption: Some(format!(
+                    "TensorRT-LLM 0.9 static batches ({}): step times with each GPU, then each \
+                     model, held out — overheads (and roofline efficiencies) fitted on the rest; \
+                     {} of {} rows timed",
+                    score.file, score.timed, score.rows
+                )),
+                headers: [
+                    "held out",
+                    "step times",
+                    "first token n",
+                    "median |error|",
+                    "p90 |error|",
+                    "median error",
+                    "token-to-token median |error|",
+                    "p90 |error|",
+                    "median error",
+                    "fitted: ms/step, µs/seq, roofline compute, memory",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: Vec::new(),
+            };
+            for held in score.by_gpu.iter().chain(&score.by_model) {
+                let cells = |stats: &Option<ErrorStats>| match stats {
+                    Some(s) => vec![pct(s.median_abs), pct(s.p90_abs), signed(s.median)],
+                    None => vec!["-".into(); 3],
+                };
+                let mut row = vec![
+                    format!("{} {}", held.by, held.held_out),
+                    held.basis_class.clone(),
+                    held.first_token.map_or(0, |s| s.n).to_string(),
+                ];
+                row.extend(cells(&held.first_token));
+                row.extend(cells(&held.token_to_token));
+                row.push(format!(
+                    "{:.2}, {:.1}, {:.2}, {:.2}",
+                    held.parameters.step_overhead_ms,
+                    held.parameters.seq_overhead_us,
+                    held.parameters.roofline_compute,
+                    held.parameters.roofline_memory
+                ));
+                table.rows.push(row);
+            }
+            tables.push(table);
+            if let (Some(first), Some(t2t)) = (&score.first_token, &score.token_to_token) {
+                notes.push(format!(
+                    "Static batches, every GPU held out in turn: first-token latency median |error| {} \
+                     (n = {}), token-to-token {}.",
+                    pct(first.median_abs),
+                    first.n,
+                    pct(t2t.median_abs)
+                ));
+            }
+            for (reason, count) in &score.skipped {
+                notes.push(format!("static batches: {count} rows skipped — {reason}"));
+            }
+        }
+        Document {
+            heading: vec![
+                "Predictions against public measurements; no row scored as held out was used \
+                 to fit anything."
+                    .into(),
+            ],
+            tables,
+            notes,
+            ..Document::default()
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! An engine iteration timed from measured operator timings rather than a roofline.
+//!
+//! The iteration is what the engine launches: per transformer layer, four weight GEMMs (QKV,
+//! attention output, the gated MLP's up/gate and down projections) over every token in the
+//! step, attention for the prompt chunks (context attention) and for the decoding sequences
+//! (generation attention), two all-reduces when the layer is split over `tp` cards, and a
+//! few memory-bound element-wise passes; then the LM head over the sequences that sample a
+//! token. Each of those is looked up in tables measured on the real card under the real
+//! engine (NVIDIA AIConfigurator's collected timings, reduced in `hardware/operators/`) and
+//! interpolated between the measured shapes. What the kernels do not show — the engine's
+//! scheduling, input preparation and sampling — is the profile's per-step and per-sequence
+//! overhead, added by the caller.
+//!
+//! Why per operator: a roofline with one efficiency per card is right for neither a 1-token
+//! decode GEMM (launch-bound, far below peak bandwidth) nor a 16k-token prefill (near peak
+//! FLOP/s), and the error moves with batch size, TP and dtype — exactly the axes a capacity
+//! plan varies.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::perf::StepWork;
+use crate::catalog::operators::OperatorTables;
+use crate::catalog::{Dtype, Model};
+
+/// The GEMM timing a dtype maps to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum GemmSource {
+    /// A measured table of this name (`bf16`, `fp8`, `fp8_block`, `nvfp4`, …).
+    Table(String),
+    /// Weight-only quantisation without a measured table: the bf16 table with the weight
+    /// reads scaled by `weight_ratio` (see [`OperatorStep::derived_gemm_us`]).
+    WeightOnly { weight_ratio: f64 },
+}
+
+/// A layout's operator shapes and the tables that time them.
+#[derive(Debug, Clone)]
+pub struct OperatorStep {
+    tables: Arc<OperatorTables>,
+    gemm: GemmSource,
+    layers: f64,
+    hidden: f64,
+    /// Output width of the fused QKV projection on one card.
+    qkv_n: f64,
+    /// Input width of the attention output projection on one card.
+    o_k: f64,
+    /// Gated MLP (or one expert) on one card: up+gate output width, down input width.
+    up_n: f64,
+    down_k: f64,
+    /// Mixture of experts: experts and experts per token (1 and 1 for a dense model).
+    experts: f64,
+    experts_per_token: f64,
+    vocab_n: f64,
+    heads_per_card: f64,
+    kv_heads_per_card: f64,
+    head_dim: u32,
+    /// The model's head size over the measured one it is timed at.
+    head_scale: f64,
+    /// The attention tables' KV variants (`kv_bf16`, `kv_fp8`) for prefill and decode.
+    context_kv: &'static str,
+    generation_kv: &'static str,
+    tp: u32,
+    /// Card memory bandwidth, bytes/s, for the element-wise passes the tables do not hold.
+    hbm_bytes_per_s: f64,
+}
+
+/// Where one iteration's kernel time goes, seconds (overhead excluded).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct OperatorTime {
+    pub gemm: f64,
+    pub attention: f64,
+    pub communication: f64,
+    pub other: f64,
+}
+
+impl OperatorTime {
+    pub fn total(&self) -> f64 {
+        self.gemm + self.attention + self.communication + self.other
+    }
+}
+
+/// Why a layout cannot be timed from the tables it was given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoOperatorData(pub String);
+
+impl OperatorStep {
+    /// The operator model of `model` on `tp` cards, weights in `dtype`, KV cache in
+    /// `kv_dtype`, or why these tables cannot time it (then the roofline is used).
+    pub fn new(
+        tables: Arc<OperatorTables>,
+        model: &Model,
+        tp: u32,
+        dtype: Dtype,
+        kv_dtype: Dtype,
+        hbm_bandwidth_gbs: f64,
+    ) -> Result<OperatorStep, NoOperatorData> {
+        let gemm = gemm_source(&tables, dtype)?;
+        let wanted = match kv_dtype {
+            Dtype::Fp8 | Dtype::Int8 | Dtype::Int4 | Dtype::Fp4 => "kv_fp8",
+            _ => "kv_bf16",
+        };
+        // Attention was measured at head sizes 64 and 128; another size is timed at the
+        // nearest and scaled by its width (FLOPs and KV bytes grow with it).
+        let head_dim = if model.head_dim <= 96 { 64 } else { 128 };
+        let head_scale = f64::from(model.head_dim) / f64::from(head_dim);
+        let tpf = f64::from(tp.max(1));
+        let heads = f64::from(model.heads);
+        let kv_heads = f64::from(model.kv_heads);
+        let head = f64::from(model.head_dim);
+        let kv_heads_per_card = (kv_heads / tpf).max(1.0);
+        // An engine whose tables lack the FP8-KV variant of one kind of attention (SGLang
+        // measured FP8 KV for decode only) is timed with its 16-bit variant there: prefill
+        // attention is compute-bound, its KV format matters little.
+        let pick = |has: &dyn Fn(&str) -> bool| -> Option<&'static str> {
+            [wanted, "kv_bf16"].into_iter().find(|name| has(name))
+        };
+        let context_kv = pick(&|kv| {
+            tables
+                .context_attention_us(head_dim, kv, 1.0, 128.0)
+                .is_some()
+        });
+        let generation_kv = pick(&|kv| {
+            tables
+                .generation_attention_us(head_dim, kv, 1.0, 128.0)
+                .is_some()
+        });
+        let (Some(context_kv), Some(generation_kv)) = (context_kv, generation_kv) else {
+            return Err(NoOperatorData(format!(
+                "{} {} has no attention timings for head dim {head_dim}",
+                tables.system, tables.engine
+            )));
+        };
+        let (experts, experts_per_token) = match (model.experts, model.experts_per_token) {
+            (Some(e), Some(k)) if e > 1 && k >= 1 => (f64::from(e), f64::from(k)),
+            _ => (1.0, 1.0),
+        };
+        Ok(OperatorStep {
+            gemm,
+            layers: f64::from(model.layers),
+            hidden: f64::from(model.hidden_size),
+            qkv_n: (heads + 2.0 * kv_heads) * head / tpf,
+            o_k: heads * head / tpf,
+            up_n: if model.gated_mlp() { 2.0 } else { 1.0 } * f64::from(model.intermediate_size)
+                / tpf,
+            down_k: f64::from(model.intermediate_size) / tpf,
+            experts,
+            experts_per_token,
+            vocab_n: f64::from(model.vocab_size) / tpf,
+            heads_per_card: heads / tpf,
+            kv_heads_per_card,
+            head_dim,
+            head_scale,
+            context_kv,
+            generation_kv,
+            tp: tp.max(1),
+            hbm_bytes_per_s: hbm_bandwidth_gbs * 1e9,
+            tables,
+        })
+    }
+
+    pub fn tables(&self) -> &OperatorTables {
+        &self.tables
+    }
+
+    pub fn gemm_source(&self) -> &GemmSource {
+        &self.gemm
+    }
+
+    /// One GEMM of `m` tokens into an `n`-wide output from a `k`-wide input, µs.
+    fn gemm_us(&self, m: f64, n: f64, k: f64) -> f64 {
+        match &self.gemm {
+            GemmSource::Table(name) => self.tables.gemm_us(name, m, n, k).unwrap_or(0.0),
+            GemmSource::WeightOnly { weight_ratio } => self.derived_gemm_us(*weight_ratio, m, n, k),
+        }
+    }
+
+    /// A weight-only quantised GEMM (AWQ/GPTQ int4, int8) from the bf16 table: at one token a
+    /// GEMM is a read of its weights, so the quantised one reads `ratio` of the bytes; as the
+    /// tokens grow the matmul itself dominates, runs at bf16 speed after dequantisation, and
+    /// the weight-read saving stays a fixed amount. Hence
+    /// `max(t₁·r, t(m) − t₁·(1 − r))` with t₁ the bf16 time of one token: never faster than
+    /// its own weight read, never slower than bf16.
+    fn derived_gemm_us(&self, ratio: f64, m: f64, n: f64, k: f64) -> f64 {
+        let bf16 = |m: f64| self.tables.gemm_us("bf16", m, n, k).unwrap_or(0.0);
+        let one = bf16(1.0);
+        (one * ratio).max(bf16(m) - one * (1.0 - ratio))
+    }
+
+    /// Kernel time of one iteration on each card of the instance (they run in lockstep).
+    pub fn time(&self, work: &StepWork, graph_batch: Option<f64>) -> OperatorTime {
+        // A decode-only step that runs as a captured CUDA graph is padded to the graph's size.
+        let m = match graph_batch {
+            Some(padded) if work.prefill_tokens == 0.0 => padded.max(work.tokens),
+            _ => work.tokens,
+        };
+        if m <= 0.0 {
+            return OperatorTime::default();
+        }
+        let mut gemm =
+            self.gemm_us(m, self.qkv_n, self.hidden) + self.gemm_us(m, self.hidden, self.o_k);
+        gemm += if self.experts > 1.0 {
+            // Tokens spread over the experts they route to: each touched expert runs its own
+            // (smaller) GEMMs. Expected experts touched by m tokens choosing k of E.
+            let routed = m * self.experts_per_token;
+            let touched =
+                self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts).powf(m));
+            let per_expert = (routed / touched.max(1.0)).max(1.0);
+            touched
+                * (self.gemm_us(per_expert, self.up_n, self.hidden)
+                    + self.gemm_us(per_expert, self.hidden, self.down_k))
+        } else {
+            self.gemm_us(m, self.up_n, self.hidden) + self.gemm_us(m, self.hidden, self.down_k)
+        };
+
+        let mut attention = 0.0;
+        if work.prefill_chunks > 0.0 {
+            // The step's prompt chunks as a batch of equal chunks of their mean length. A chunk
+            // of n tokens after o cached ones computes the last n rows of the attention of an
+            // (o + n)-token prompt: its share of that prompt's query–key pairs, at that
+            // prompt's kernel efficiency — and never less than n fresh tokens take.
+            let chunks = work.prefill_chunks;
+            let batch_heads = chunks * self.heads_per_card;
+            let mean = work.prefill_tokens / chunks;
+            let full = (work.prefill_tokens + work.prefill_cached) / chunks;
+            let at = |isl: f64| {
+                self.tables
+                    .context_attention_us(self.head_dim, self.context_kv, batch_heads, isl)
+                    .unwrap_or(0.0)
+            };
+            let fresh = at(mean);
+            let share = work.prefill_pairs / (chunks * full * (full + 1.0) / 2.0);
+            attention += if full > mean {
+                fresh.max(at(full) * share)
+            } else {
+                fresh
+            };
+        }
+        if work.decode_sequences > 0.0 {
+            let mean_len = work.decode_positions / work.decode_sequences;
+            attention += self
+                .tables
+                .generation_attention_us(
+                    self.head_dim,
+                    self.generation_kv,
+                    work.decode_sequences * self.kv_heads_per_card,
+                    mean_len,
+                )
+                .unwrap_or(0.0);
+        }
+
+        let communication = if self.tp > 1 {
+            let bytes = m * self.hidden * 2.0;
+            let variant = if graph_batch.is_some() && work.prefill_tokens == 0.0 {
+                "graph"
+            } else {
+                "eager"
+            };
+            2.0 * [variant, "graph", "eager", "nccl"]
+                .iter()
+                .find_map(|v| self.tables.all_reduce_us(v, self.tp, bytes))
+                .unwrap_or_else(|| fallback_all_reduce_us(self.tp, bytes))
+        } else {
+            0.0
+        };
+
+        // Norms, rotary embedding, activation and residual adds: a handful of passes over
+        // the activations, memory-bound and mostly fused; about six hidden-wide and two
+        // MLP-wide reads and writes of 2 bytes per token and layer.
+        let elementwise_bytes = m * (6.0 * self.hidden + 2.0 * self.down_k) * 2.0 * 2.0;
+        let other_per_layer = elementwise_bytes / (0.8 * self.hbm_bytes_per_s) * 1e6;
+
+        // The LM head runs over the sequences that sample a token (lm_head stays bf16).
+        let sampled = (work.decode_sequences + work.prefill_chunks).max(1.0);
+        let lm_head = self
+            .tables
+            .gemm_us("bf16", sampled, self.vocab_n, self.hidden)
+            .unwrap_or(0.0);
+
+        OperatorTime {
+            gemm: (gemm * self.layers + lm_head) * 1e-6,
+            attention: attention * self.head_scale * self.layers * 1e-6,
+            communication: communication * self.layers * 1e-6,
+            other: other_per_layer * self.layers * 1e-6,
+        }
+    }
+}
+
+/// An all-reduce the tables do not hold (a TP size they were not measured at): ring
+/// all-reduce over NVLink-class links, 10 µs per hop plus 2(tp−1)/tp of the message at
+/// 150 GB/s — only used when no table matches, and the prediction says so through its basis.
+fn fallback_all_reduce_us(tp: u32, bytes: f64) -> f64 {
+    let tp = f64::from(tp);
+    2.0 * tp.log2() * 10.0 + 2.0 * (tp - 1.0) / tp * bytes / 150e9 * 1e6
+}
+
+/// Which GEMM timing serves weights in `dtype` on these tables.
+fn gemm_source(tables: &OperatorTables, dtype: Dtype) -> Result<GemmSource, NoOperatorData> {
+    let has = |name: &str| tables.gemm_dtypes().contains(&name);
+    let table = |names: &[&str]| {
+        names
+            .iter()
+            .find(|n| has(n))
+            .map(|n| GemmSource::Table(n.to_string()))
+    };
+    let missing = |what: &str| {
+        NoOperatorData(format!(
+            "{} {} has no {what} GEMM timings",
+            tables.system, tables.engine
+        ))
+    };
+    match dtype {
+        Dtype::Fp16 | Dtype::Bf16 | Dtype::Fp32 => table(&["bf16"]).ok_or_else(|| missing("bf16")),
+        Dtype::Fp8 => table(&["fp8", "fp8_block"]).ok_or_else(|| missing("fp8")),
+        Dtype::Fp4 => table(&["nvfp4", "mxfp4"]).ok_or_else(|| missing("fp4")),
+        Dtype::Int4 => {
+            Ok(table(&["int4_wo", "w4a16"])
+                .unwrap_or(GemmSource::WeightOnly { weight_ratio: 0.25 }))
+        }
+        Dtype::Int8 => Ok(
+            table(&["int8_wo", "w8a16"]).unwrap_or(GemmSource::WeightOnly { weight_ratio: 0.5 })
+        ),
+    }
+    .and_then(|source| {
+        if matches!(source, GemmSource::WeightOnly { .. }) && !has("bf16") {
+            Err(missing("bf16"))
+        } else {
+            Ok(source)
+        }
+    })
+}

@@ -1,0 +1,356 @@
+//! `capplan validate`: the performance model's predictions against every public table the
+//! project ships as a fixture, scored only on rows nothing was fitted on.
+//!
+//! Each source turns its rows into [`Comparison`]s — a deployment, the load it was measured
+//! under, and what was measured. They are simulated exactly as `predict` would, and the
+//! errors are summarised per source, engine and subset (rows the model was fitted on are
+//! reported apart from the held-out ones, never mixed). Where a source measured one deployment
+//! at several loads, C* is read off both the measured and the predicted curve at two SLOs.
+
+pub mod cstar;
+pub mod deployment;
+pub mod fit;
+pub mod score;
+pub mod silicon;
+pub mod static_batch;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::catalog::{Catalog, EngineProfile};
+use crate::sim::virtual_run::Arrivals;
+use deployment::{Deployment, Sample};
+use score::{relative_error, ErrorStats};
+
+/// What was measured (or predicted) at one load: means, seconds and per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RowOutcome {
+    pub ttft_s: Option<f64>,
+    /// TPOT, or the source's inter-token latency where that is what it reports (per token).
+    pub tpot_s: Option<f64>,
+    pub e2e_s: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+}
+
+/// One measured row and how to predict it.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub id: String,
+    /// The engine (scores are kept per engine).
+    pub group: String,
+    /// `fit on` or `held out` (or a source's own name for its split).
+    pub subset: String,
+    pub deployment: Deployment,
+    pub arrivals: Arrivals,
+    pub sample: Sample,
+    /// Concurrency or rate of the row, for sweeps.
+    pub concurrency: f64,
+    pub measured: RowOutcome,
+    /// Rows with the same key are one deployment at several loads.
+    pub sweep: String,
+    pub note: String,
+}
+
+/// Rows a source could not compare, counted by reason.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SkipReasons {
+    pub reasons: BTreeMap<String, usize>,
+}
+
+impl SkipReasons {
+    pub fn add(&mut self, reason: impl Into<String>) {
+        *self.reasons.entry(reason.into()).or_default() += 1;
+    }
+
+    pub fn total(&self) -> usize {
+        self.reasons.values().sum()
+    }
+}
+
+/// One public table as comparisons.
+#[derive(Debug, Clone)]
+pub struct TableSource {
+    pub name: String,
+    pub file: String,
+    /// How the rows are split from what was fitted.
+    pub split: String,
+    pub comparisons: Vec<Comparison>,
+    pub skipped: SkipReasons,
+    pub total_rows: usize,
+}
+
+/// One row, predicted.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparedRow {
+    pub id: String,
+    pub engine: String,
+    pub subset: String,
+    pub model: String,
+    pub card: String,
+    pub tp: u32,
+    pub load: f64,
+    pub measured: RowOutcome,
+    pub predicted: RowOutcome,
+    /// What the prediction's step times rested on.
+    pub basis: String,
+    pub note: String,
+    #[serde(skip)]
+    pub sweep: String,
+}
+
+/// Errors of one metric over one group of rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricScore {
+    pub metric: String,
+    pub stats: ErrorStats,
+}
+
+/// The score of one engine's rows in one subset of one source.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupScore {
+    pub engine: String,
+    pub subset: String,
+    /// `measured operators` or `roofline` (the card class of the band).
+    pub basis_class: String,
+    pub rows: usize,
+    pub metrics: Vec<MetricScore>,
+}
+
+/// One source's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceScore {
+    pub source: String,
+    pub file: String,
+    pub split: String,
+    pub total_rows: usize,
+    pub compared: usize,
+    pub skipped: SkipReasons,
+    /// Rows the model could not predict (a layout that does not fit …), by reason.
+    pub failed: SkipReasons,
+    pub groups: Vec<GroupScore>,
+    pub c_star: Vec<cstar::CStarScore>,
+    pub rows: Vec<ComparedRow>,
+}
+
+/// `capplan validate`'s result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ValidationReport {
+    /// With `--fit`: the overheads fitted per engine (the scores use them).
+    pub fitted: Vec<fit::FittedOverheads>,
+    pub sources: Vec<SourceScore>,
+    /// TensorRT-LLM 0.9's static batches: step times, leave-one-GPU-out and leave-one-model-out.
+    pub static_batch: Option<static_batch::StaticBatchScore>,
+    /// Whether per-row figures are printed.
+    #[serde(skip)]
+    pub details: bool,
+}
+
+pub use crate::catalog::band::basis_class;
+
+/// Predicts every comparison of `source` (on all cores), with `overrides` replacing a
+/// catalog engine profile of the same name (to score candidate overheads while fitting).
+pub fn predict_rows(
+    catalog: &Catalog,
+    comparisons: &[Comparison],
+    overrides: &[EngineProfile],
+) -> (Vec<ComparedRow>, SkipReasons) {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Result<ComparedRow, String>)>> = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(comparison) = comparisons.get(index) else {
+                    break;
+                };
+                let result = predict_row(catalog, comparison, overrides);
+                if let Ok(mut results) = results.lock() {
+                    results.push((index, result));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(index, _)| *index);
+    let mut rows = Vec::new();
+    let mut failed = SkipReasons::default();
+    for (_, result) in results {
+        match result {
+            Ok(row) => rows.push(row),
+            Err(reason) => failed.add(reason),
+        }
+    }
+    (rows, failed)
+}
+
+fn predict_row(
+    catalog: &Catalog,
+    comparison: &Comparison,
+    overrides: &[EngineProfile],
+) -> Result<ComparedRow, String> {
+    let profile = overrides
+        .iter()
+        .find(|p| p.name == comparison.deployment.engine);
+    let simulated =
+        comparison
+            .deployment
+            .simulate(catalog, comparison.arrivals, comparison.sample, profile)?;
+    let level = &simulated.level;
+    let predicted = RowOutcome {
+        ttft_s: Some(level.ttft.mean),
+        tpot_s: level.tpot.map(|t| t.mean),
+        e2e_s: Some(level.e2e.mean),
+        output_tokens_per_s: Some(level.output_tokens_per_s),
+    };
+    Ok(ComparedRow {
+        id: comparison.id.clone(),
+        engine: comparison.group.clone(),
+        subset: comparison.subset.clone(),
+        model: comparison.deployment.model.clone(),
+        card: comparison.deployment.card.clone(),
+        tp: comparison.deployment.tp,
+        load: comparison.concurrency,
+        measured: comparison.measured,
+        predicted,
+        basis: simulated.basis,
+        note: comparison.note.clone(),
+        sweep: comparison.sweep.clone(),
+    })
+}
+
+/// The metrics a row has both a measurement and a prediction of, as relative errors.
+pub fn row_errors(row: &ComparedRow) -> Vec<(&'static str, f64)> {
+    let pairs = [
+        ("TTFT", row.predicted.ttft_s, row.measured.ttft_s),
+        ("TPOT", row.predicted.tpot_s, row.measured.tpot_s),
+        ("E2E", row.predicted.e2e_s, row.measured.e2e_s),
+        (
+            "output tok/s",
+            row.predicted.output_tokens_per_s,
+            row.measured.output_tokens_per_s,
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter_map(|(name, p, m)| relative_error(p?, m?).map(|e| (name, e)))
+        .collect()
+}
+
+/// Scores predicted rows per engine, subset and basis class.
+pub fn score_groups(rows: &[ComparedRow]) -> Vec<GroupScore> {
+    let mut groups: BTreeMap<(String, String, String), Vec<&ComparedRow>> = BTreeMap::new();
+    for row in rows {
+        groups
+            .entry((
+                row.engine.clone(),
+                row.subset.clone(),
+                basis_class(&row.basis).to_string(),
+            ))
+            .or_default()
+            .push(row);
+    }
+    let mut out = Vec::new();
+    for ((engine, subset, basis_class), rows) in groups {
+        let mut by_metric: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+        for row in &rows {
+            for (metric, error) in row_errors(row) {
+                by_metric.entry(metric).or_default().push(error);
+            }
+        }
+        let order = ["TTFT", "TPOT", "E2E", "output tok/s"];
+        let metrics = order
+            .iter()
+            .filter_map(|metric| {
+                let errors = by_metric.get(metric)?;
+                Some(MetricScore {
+                    metric: metric.to_string(),
+                    stats: ErrorStats::of(errors)?,
+                })
+            })
+            .collect();
+        out.push(GroupScore {
+            engine,
+            subset,
+            basis_class,
+            rows: rows.len(),
+            metrics,
+        });
+    }
+    out
+}
+
+/// The C* error bands of held-out sweeps in `scores`, per engine and basis class, pooled over
+/// the SLOs; `source` says what they were measured on.
+pub fn bands(scores: &[&SourceScore], source: &str) -> Vec<crate::catalog::band::ErrorBand> {
+    let mut pooled: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for score in scores {
+        for c in &score.c_star {
+            if c.subset == silicon::HELD_OUT {
+                pooled
+                    .entry((c.engine.clone(), c.basis_class.clone()))
+                    .or_default()
+                    .extend(&c.errors);
+            }
+        }
+    }
+    pooled
+        .into_iter()
+        .filter_map(|((engine, basis), errors)| {
+            let stats = ErrorStats::of(&errors)?;
+            Some(crate::catalog::band::ErrorBand {
+                engine,
+                basis,
+                n: stats.n,
+                low: stats.p10.max(-0.95),
+                high: stats.p90,
+                median_abs: stats.median_abs,
+                source: source.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `hardware/bands.toml` text for `bands`.
+pub fn bands_toml(bands: &[crate::catalog::band::ErrorBand]) -> String {
+    let mut text = String::from(
+        "# How wrong predicted C* may be, per engine profile and step-time basis: the 10th and 90th\n\
+         # percentile of (predicted − measured) / measured C* over held-out sweeps of public\n\
+         # measurements. Written by `capplan validate --write-bands hardware/bands.toml`; predictions\n\
+         # show the range the measured C* is expected in with 80 % odds.\n",
+    );
+    for band in bands {
+        text.push_str(&format!(
+            "\n[[band]]\nengine = \"{}\"\nbasis = \"{}\"\nn = {}\nlow = {:.4}\nhigh = {:.4}\nmedian_abs = {:.4}\nsource = \"{}\"\n",
+            band.engine, band.basis, band.n, band.low, band.high, band.median_abs, band.source
+        ));
+    }
+    text
+}
+
+/// Predicts and scores one source, with `overrides` replacing catalog engine profiles.
+pub fn score_source(
+    catalog: &Catalog,
+    source: TableSource,
+    overrides: &[EngineProfile],
+    keep_rows: bool,
+) -> SourceScore {
+    let (rows, failed) = predict_rows(catalog, &source.comparisons, overrides);
+    let groups = score_groups(&rows);
+    let c_star = cstar::score(&rows);
+    SourceScore {
+        source: source.name,
+        file: source.file,
+        split: source.split,
+        total_rows: source.total_rows,
+        compared: rows.len(),
+        skipped: source.skipped,
+        failed,
+        groups,
+        c_star,
+        rows: if keep_rows { rows } else { Vec::new() },
+    }
+}

@@ -1,0 +1,280 @@
+//! NVIDIA AIConfigurator's measured deployments (`silicon_sample.csv`): mean TTFT and TPOT of
+//! vLLM, SGLang and TensorRT-LLM serving a fixed input/output length at a fixed per-instance
+//! concurrency, on H100 to GB300. This module reads the dense, aggregated (not disaggregated)
+//! rows; MoE and disaggregated rows are listed as skipped with their count.
+
+use serde::Deserialize;
+
+use super::deployment::{Deployment, Sample};
+use super::{Comparison, RowOutcome, SkipReasons, TableSource};
+use crate::catalog::{Catalog, Dtype};
+use crate::error::InputError;
+use crate::sim::virtual_run::Arrivals;
+use crate::workload::TokenLengths;
+
+/// The fixture, compiled in: `tests/fixtures/validation/aiconfigurator-silicon.csv`.
+pub const FIXTURE: &str =
+    include_str!("../../tests/fixtures/validation/aiconfigurator-silicon.csv");
+pub const FIXTURE_NAME: &str = "tests/fixtures/validation/aiconfigurator-silicon.csv";
+
+/// One measured deployment, the columns this reader uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SiliconRow {
+    pub id: String,
+    pub backend: String,
+    #[serde(default)]
+    pub backend_version: String,
+    pub model_path: String,
+    pub system: String,
+    pub mode: String,
+    pub isl: u32,
+    pub osl: u32,
+    #[serde(default)]
+    pub gemm_quant_mode: String,
+    pub batch_size: Option<u32>,
+    pub tp_size: Option<u32>,
+    pub pp_size: Option<u32>,
+    pub attention_dp_size: Option<u32>,
+    pub silicon_ttft_ms: f64,
+    pub silicon_tpot_ms: f64,
+    /// The id of an earlier row holding the same measurement, when this row repeats one.
+    #[serde(default)]
+    pub same_measurement_as: String,
+}
+
+/// Reads the rows of `text` (the fixture's format); errors name `origin:line`.
+pub fn read_rows(text: &str, origin: &str) -> Result<Vec<SiliconRow>, InputError> {
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let mut rows = Vec::new();
+    for record in reader.deserialize::<SiliconRow>() {
+        let row = record.map_err(|err| {
+            let line = err.position().map_or(0, |p| p.line());
+            InputError::file(format!("{origin}:{line}"), err.to_string())
+        })?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The catalog model a Hugging Face id names: its last path part, without the quantised
+/// checkpoint's suffix (`nvidia/Llama-3.1-8B-Instruct-FP8` → `Llama-3.1-8B-Instruct`).
+pub fn catalog_model_name(model_path: &str) -> String {
+    let last = model_path.rsplit('/').next().unwrap_or(model_path);
+    let mut name = last.to_string();
+    for suffix in ["-NVFP4", "-FP8", "-FP4", "-fp8", "-nvfp4"] {
+        if let Some(stripped) = name.strip_suffix(suffix) {
+            name = stripped.to_string();
+        }
+    }
+    name
+}
+
+/// The weight format a row's `gemm_quant_mode` states (`None`: the checkpoint's own).
+fn dtype_of(mode: &str) -> Result<Option<Dtype>, String> {
+    match mode {
+        "" | "bfloat16" | "float16" => Ok(None),
+        "fp8" | "fp8_block" => Ok(Some(Dtype::Fp8)),
+        "nvfp4" => Ok(Some(Dtype::Fp4)),
+        "int4_wo" => Ok(Some(Dtype::Int4)),
+        other => Err(format!("GEMM quantisation {other}")),
+    }
+}
+
+/// The rows of this source as deployments to predict, with the measured figures.
+pub fn comparisons(
+    catalog: &Catalog,
+    rows: &[SiliconRow],
+    skipped: &mut SkipReasons,
+) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for row in rows {
+        if !row.same_measurement_as.is_empty() {
+            skipped.add("repeats an earlier row's measurement");
+            continue;
+        }
+        if row.mode != "agg" {
+            skipped.add("disaggregated deployment (scored by the next issue's work)");
+            continue;
+        }
+        let Ok(model) = catalog.model(&catalog_model_name(&row.model_path)) else {
+            skipped.add(format!("model {} not in the catalog", row.model_path));
+            continue;
+        };
+        if model.experts.is_some() {
+            skipped.add("mixture-of-experts model (scored by the next issue's work)");
+            continue;
+        }
+        if row.pp_size.unwrap_or(1) > 1 || row.attention_dp_size.unwrap_or(1) > 1 {
+            skipped.add("pipeline or attention-data parallelism");
+            continue;
+        }
+        let Some(card) = catalog
+            .cards
+            .iter()
+            .find(|c| c.operators.as_deref() == Some(row.system.as_str()))
+        else {
+            skipped.add(format!("system {} has no card in the catalog", row.system));
+            continue;
+        };
+        let dtype = match dtype_of(&row.gemm_quant_mode) {
+            Ok(dtype) => dtype,
+            Err(what) => {
+                skipped.add(format!("{what} not modelled"));
+                continue;
+            }
+        };
+        // AIConfigurator infers an FP8 KV cache for FP8- and FP4-quantised checkpoints.
+        let kv_dtype = dtype
+            .filter(|d| matches!(d, Dtype::Fp8 | Dtype::Fp4))
+            .map(|_| Dtype::Fp8);
+        let (Some(concurrency), Some(tp)) = (row.batch_size, row.tp_size) else {
+            skipped.add("no concurrency or TP size");
+            continue;
+        };
+        out.push(Comparison {
+            id: row.id.clone(),
+            group: row.backend.clone(),
+            subset: String::new(),
+            deployment: Deployment {
+                model: model.name.clone(),
+                card: card.name.clone(),
+                tp,
+                dtype,
+                kv_dtype,
+                engine: row.backend.clone(),
+                max_running: None,
+                token_budget: None,
+                input_tokens: TokenLengths::Fixed { tokens: row.isl },
+                output_tokens: TokenLengths::Fixed { tokens: row.osl },
+                roofline: false,
+            },
+            arrivals: Arrivals::Closed { users: concurrency },
+            // AIConfigurator's benchmark recipe: AIPerf at this concurrency, one warm-up round,
+            // then rounds of every user (its generator's default is 20; 10 here keep the
+            // whole table to seconds — the first, synchronised, round weighs 10 % instead of
+            // 5 %), streaming, fixed lengths with ignore_eos.
+            sample: Sample::benchmark(concurrency, BENCHMARK_ROUNDS, CLIENT_JITTER_S),
+            concurrency: f64::from(concurrency),
+            measured: RowOutcome {
+                ttft_s: Some(row.silicon_ttft_ms / 1e3),
+                tpot_s: Some(row.silicon_tpot_ms / 1e3),
+                ..RowOutcome::default()
+            },
+            sweep: sweep_key(row),
+            note: format!(
+                "{} {} {}",
+                row.backend,
+                row.backend_version,
+                if row.gemm_quant_mode.is_empty() {
+                    "bf16"
+                } else {
+                    &row.gemm_quant_mode
+                }
+            ),
+        });
+    }
+    out
+}
+
+/// Rows of one sweep: the same deployment at several concurrencies.
+fn sweep_key(row: &SiliconRow) -> String {
+    format!(
+        "{}|{}|{}|{}|{}|tp{}|{}x{}|{}",
+        row.backend,
+        row.backend_version,
+        row.model_path,
+        row.system,
+        row.gemm_quant_mode,
+        row.tp_size.unwrap_or(1),
+        row.isl,
+        row.osl,
+        row.mode
+    )
+}
+
+/// This source: every dense aggregated row, split by model — the engine profiles' overhead
+/// constants are fitted on the Llama-3.1-8B rows (`capplan validate --fit`), and the other
+/// models' rows are the held-out score.
+pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
+    let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
+    let mut skipped = SkipReasons::default();
+    let mut comparisons = comparisons(catalog, &rows, &mut skipped);
+    for comparison in &mut comparisons {
+        comparison.subset = if is_fit_row(&comparison.deployment.model) {
+            FIT_SUBSET.into()
+        } else {
+            HELD_OUT.into()
+        };
+    }
+    Ok(TableSource {
+        name: "AIConfigurator silicon sample, dense aggregated".into(),
+        file: FIXTURE_NAME.into(),
+        split: "by model: engine overheads fitted on Llama-3.1-8B rows; Llama-3.1-70B and \
+                Qwen3-32B rows held out"
+            .into(),
+        comparisons,
+        skipped,
+        total_rows: rows.len(),
+    })
+}
+
+/// Measured rounds simulated per silicon row.
+pub const BENCHMARK_ROUNDS: usize = 10;
+
+/// Send-time jitter of a Python asyncio load generator on the same network, seconds: a few
+/// milliseconds between a response's end and the next request leaving.
+pub const CLIENT_JITTER_S: f64 = 0.005;
+
+/// The subset names of a split.
+pub const FIT_SUBSET: &str = "fit on";
+pub const HELD_OUT: &str = "held out";
+
+/// Whether a silicon row of `model` belongs to the rows the overheads are fitted on.
+pub fn is_fit_row(model: &str) -> bool {
+    model == "llama-3.1-8b"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantised_checkpoints_name_their_base_model() {
+        assert_eq!(
+            catalog_model_name("nvidia/Llama-3.1-8B-Instruct-FP8"),
+            "Llama-3.1-8B-Instruct"
+        );
+        assert_eq!(catalog_model_name("nvidia/Qwen3-32B-NVFP4"), "Qwen3-32B");
+        assert_eq!(catalog_model_name("Qwen/Qwen3-32B"), "Qwen3-32B");
+        let catalog = Catalog::shipped().unwrap();
+        for path in [
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "meta-llama/Llama-3.1-70B",
+            "Qwen/Qwen3-32B",
+            "nvidia/Qwen3-32B-NVFP4",
+        ] {
+            assert!(catalog.model(&catalog_model_name(path)).is_ok(), "{path}");
+        }
+    }
+
+    #[test]
+    fn the_fixture_parses_and_its_dense_rows_map_to_the_catalog() {
+        let catalog = Catalog::shipped().unwrap();
+        let rows = read_rows(FIXTURE, FIXTURE_NAME).unwrap();
+        assert!(rows.len() > 5000, "{}", rows.len());
+        let mut skipped = SkipReasons::default();
+        let comparisons = comparisons(&catalog, &rows, &mut skipped);
+        // Every engine has dense aggregated rows on a card the catalog knows.
+        for engine in ["vllm", "sglang", "trtllm"] {
+            assert!(
+                comparisons.iter().any(|c| c.group == engine),
+                "{engine}: {skipped:?}"
+            );
+        }
+        assert_eq!(
+            comparisons.len() + skipped.total(),
+            rows.len(),
+            "every row is compared or skipped with a reason"
+        );
+    }
+}

@@ -1,0 +1,329 @@
+//! TensorRT-LLM 0.9's static-batch benchmark: one batch of identical requests run from start
+//! to end with no arrivals and no queueing, so its figures are engine step times — the first
+//! token latency is the prefill of the whole batch, the token-to-token latency a decode step
+//! at that batch size. It checks the step model itself, free of any scheduler.
+//!
+//! The step model is scored leave-one-out: for each GPU (and, separately, each model) the
+//! engine's overhead constants — and, for cards without measured operators, the roofline's
+//! compute and memory efficiencies — are fitted on the rows of the others, and the held-out
+//! GPU's rows are predicted with them.
+
+use std::collections::BTreeMap;
+
+use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
+use argmin::solver::neldermead::NelderMead;
+use serde::{Deserialize, Serialize};
+
+use super::score::{relative_error, ErrorStats};
+use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions};
+use crate::error::InputError;
+use crate::sim::engine::EngineOptions;
+use crate::sim::predict::{engine_for, Calibration, Layout};
+use crate::sim::StepWork;
+
+/// The fixture, compiled in.
+pub const FIXTURE: &str =
+    include_str!("../../tests/fixtures/validation/trtllm-0.9-static-batch.csv");
+pub const FIXTURE_NAME: &str = "tests/fixtures/validation/trtllm-0.9-static-batch.csv";
+
+/// One measured static batch.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StaticRow {
+    pub gpu: String,
+    pub model: String,
+    pub precision: String,
+    pub tp: u32,
+    pub pp: u32,
+    pub batch_size: u32,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    pub first_token_latency_ms: Option<f64>,
+    pub token_to_token_latency_ms: Option<f64>,
+}
+
+pub fn read_rows(text: &str, origin: &str) -> Result<Vec<StaticRow>, InputError> {
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let mut rows = Vec::new();
+    for record in reader.deserialize::<StaticRow>() {
+        rows.push(record.map_err(|err| {
+            let line = err.position().map_or(0, |p| p.line());
+            InputError::file(format!("{origin}:{line}"), err.to_string())
+        })?);
+    }
+    Ok(rows)
+}
+
+/// A row the model can time: its layout resolved against the catalog.
+#[derive(Debug, Clone)]
+struct Timed {
+    row: StaticRow,
+    model: String,
+    card: String,
+    dtype: Option<Dtype>,
+    operators: bool,
+}
+
+/// Parameters fitted on the training rows.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct StepParameters {
+    pub step_overhead_ms: f64,
+    pub seq_overhead_us: f64,
+    pub roofline_compute: f64,
+    pub roofline_memory: f64,
+}
+
+impl StepParameters {
+    fn from_log(p: &[f64]) -> StepParameters {
+        StepParameters {
+            step_overhead_ms: p[0].exp().clamp(0.001, 100.0),
+            seq_overhead_us: p[1].exp().clamp(0.001, 1000.0),
+            roofline_compute: p[2].exp().clamp(0.05, 1.0),
+            roofline_memory: p[3].exp().clamp(0.05, 1.0),
+        }
+    }
+
+    fn to_log(self) -> Vec<f64> {
+        vec![
+            self.step_overhead_ms.ln(),
+            self.seq_overhead_us.ln(),
+            self.roofline_compute.ln(),
+            self.roofline_memory.ln(),
+        ]
+    }
+}
+
+/// Predicted (first-token latency, token-to-token latency) of a row, seconds.
+fn predict(
+    catalog: &Catalog,
+    engine: &EngineProfile,
+    timed: &Timed,
+    p: StepParameters,
+) -> Option<(f64, f64)> {
+    let model = catalog.model(&timed.model).ok()?;
+    let card = catalog.card(&timed.card).ok()?;
+    let row = &timed.row;
+    let layout = Layout {
+        model,
+        card,
+        interconnect: card.interconnect.clone(),
+        tp: row.tp,
+        memory: MemoryOptions {
+            dtype: timed.dtype,
+            context_tokens: Some(row.input_tokens + row.output_tokens),
+            memory_utilization: 0.95,
+            reserve_gib: 0.5,
+            ..MemoryOptions::default()
+        },
+    };
+    let mut calibration =
+        Calibration::for_engine(card, &card.interconnect, engine, &catalog.operators);
+    calibration.efficiency.step_overhead_ms = p.step_overhead_ms;
+    calibration.efficiency.seq_overhead_ms = p.seq_overhead_us / 1000.0;
+    calibration.efficiency.compute = p.roofline_compute;
+    calibration.efficiency.memory = p.roofline_memory;
+    let options = EngineOptions::for_card(engine, card);
+    let (engine, _) = engine_for(&layout, &calibration, &options, false).ok()?;
+    let perf = engine.perf();
+    let batch = f64::from(row.batch_size);
+    let mut prefill = StepWork::default();
+    for _ in 0..row.batch_size {
+        prefill.add_prefill_chunk(0.0, f64::from(row.input_tokens));
+    }
+    let mut decode = StepWork::default();
+    // Mean context over the decode steps: the input plus half the output.
+    let context = f64::from(row.input_tokens) + f64::from(row.output_tokens) / 2.0;
+    decode.add_decode(batch, batch * context);
+    Some((
+        perf.step_time(&prefill).total,
+        perf.step_time(&decode).total,
+    ))
+}
+
+/// The relative errors of `rows` under `p`: (first token, token to token) per row.
+fn errors(
+    catalog: &Catalog,
+    engine: &EngineProfile,
+    rows: &[&Timed],
+    p: StepParameters,
+) -> Vec<(f64, f64)> {
+    rows.iter()
+        .filter_map(|timed| {
+            let (first, t2t) = predict(catalog, engine, timed, p)?;
+            let e1 = relative_error(first, timed.row.first_token_latency_ms? / 1e3)?;
+            let e2 = relative_error(t2t, timed.row.token_to_token_latency_ms? / 1e3)?;
+            Some((e1, e2))
+        })
+        .collect()
+}
+
+struct Problem<'a> {
+    catalog: &'a Catalog,
+    engine: &'a EngineProfile,
+    rows: Vec<&'a Timed>,
+}
+
+impl CostFunction for Problem<'_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+
+    fn cost(&self, p: &Self::Param) -> Result<f64, ArgminError> {
+        let errors = errors(
+            self.catalog,
+            self.engine,
+            &self.rows,
+            StepParameters::from_log(p),
+        );
+        if errors.is_empty() {
+            return Ok(f64::INFINITY);
+        }
+        let sum: f64 = errors
+            .iter()
+            .map(|(a, b)| (1.0 + a).max(1e-6).ln().powi(2) + (1.0 + b).max(1e-6).ln().powi(2))
+            .sum();
+        Ok(sum / errors.len() as f64)
+    }
+}
+
+fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepParameters {
+    let start = StepParameters {
+        step_overhead_ms: engine.step_overhead_ms.max(0.01),
+        seq_overhead_us: engine.seq_overhead_us.max(0.01),
+        roofline_compute: 0.5,
+        roofline_memory: 0.75,
+    };
+    let origin = start.to_log();
+    let mut simplex = vec![origin.clone()];
+    for index in 0..origin.len() {
+        let mut vertex = origin.clone();
+        vertex[index] += 0.5;
+        simplex.push(vertex);
+    }
+    let problem = Problem {
+        catalog,
+        engine,
+        rows,
+    };
+    let Ok(solver) = NelderMead::new(simplex).with_sd_tolerance(1e-5) else {
+        return start;
+    };
+    match Executor::new(problem, solver)
+        .configure(|state| state.max_iters(400))
+        .run()
+    {
+        Ok(result) => result
+            .state()
+            .get_best_param()
+            .map(|p| StepParameters::from_log(p))
+            .unwrap_or(start),
+        Err(_) => start,
+    }
+}
+
+/// One held-out group's score.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldOutScore {
+    /// `gpu` or `model`.
+    pub by: String,
+    pub held_out: String,
+    pub basis_class: String,
+    pub parameters: StepParameters,
+    pub first_token: Option<ErrorStats>,
+    pub token_to_token: Option<ErrorStats>,
+}
+
+/// The static-batch score: leave one GPU out, then leave one model out.
+#[derive(Debug, Clone, Serialize)]
+pub struct StaticBatchScore {
+    pub file: String,
+    pub rows: usize,
+    pub timed: usize,
+    pub skipped: BTreeMap<String, usize>,
+    pub by_gpu: Vec<HeldOutScore>,
+    pub by_model: Vec<HeldOutScore>,
+    /// Over all held-out GPUs together.
+    pub first_token: Option<ErrorStats>,
+    pub token_to_token: Option<ErrorStats>,
+}
+
+/// Scores the fixture under `engine` (TensorRT-LLM's profile).
+pub fn score(catalog: &Catalog, engine: &EngineProfile) -> Result<StaticBatchScore, InputError> {
+    let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut timed = Vec::new();
+    for row in &rows {
+        let mut skip = |reason: String| *skipped.entry(reason).or_default() += 1;
+        if row.pp > 1 {
+            skip("pipeline parallelism".into());
+            continue;
+        }
+        if row.first_token_latency_ms.is_none() || row.token_to_token_latency_ms.is_none() {
+            skip("no latency measured".into());
+            continue;
+        }
+        let Ok(card) = catalog.card(&row.gpu) else {
+            skip(format!("GPU {} not in the catalog", row.gpu));
+            continue;
+        };
+        let Ok(model) = catalog.model(&row.model) else {
+            skip(format!("model {} not in the catalog", row.model));
+            continue;
+        };
+        let dtype = match row.precision.as_str() {
+            "FP8" => Some(Dtype::Fp8),
+            _ => Some(Dtype::Fp16),
+        };
+        timed.push(Timed {
+            row: row.clone(),
+            model: model.name.clone(),
+            card: card.name.clone(),
+            dtype,
+            operators: card.operators.is_some(),
+        });
+    }
+    let held_out = |by: &str, key: fn(&Timed) -> String| -> (Vec<HeldOutScore>, Vec<(f64, f64)>) {
+        let mut keys: Vec<String> = timed.iter().map(key).collect();
+        keys.sort();
+        keys.dedup();
+        let mut scores = Vec::new();
+        let mut all = Vec::new();
+        for held in keys {
+            let training: Vec<&Timed> = timed.iter().filter(|t| key(t) != held).collect();
+            let testing: Vec<&Timed> = timed.iter().filter(|t| key(t) == held).collect();
+            let parameters = fit(catalog, engine, training);
+            let errors = errors(catalog, engine, &testing, parameters);
+            let first: Vec<f64> = errors.iter().map(|e| e.0).collect();
+            let t2t: Vec<f64> = errors.iter().map(|e| e.1).collect();
+            all.extend(errors.iter().copied());
+            let with_operators = testing.iter().filter(|t| t.operators).count();
+            scores.push(HeldOutScore {
+                by: by.to_string(),
+                held_out: held,
+                basis_class: if with_operators == testing.len() {
+                    "measured operators".into()
+                } else if with_operators == 0 {
+                    "roofline".into()
+                } else {
+                    "mixed".into()
+                },
+                parameters,
+                first_token: ErrorStats::of(&first),
+                token_to_token: ErrorStats::of(&t2t),
+            });
+        }
+        (scores, all)
+    };
+    let (by_gpu, all) = held_out("gpu", |t| t.card.clone());
+    let (by_model, _) = held_out("model", |t| t.model.clone());
+    let first: Vec<f64> = all.iter().map(|e| e.0).collect();
+    let t2t: Vec<f64> = all.iter().map(|e| e.1).collect();
+    Ok(StaticBatchScore {
+        file: FIXTURE_NAME.into(),
+        rows: rows.len(),
+        timed: timed.len(),
+        skipped,
+        by_gpu,
+        by_model,
+        first_token: ErrorStats::of(&first),
+        token_to_token: ErrorStats::of(&t2t),
+    })
+}
