@@ -102,6 +102,10 @@ pub struct ValidateArgs {
     /// concurrency mode runs) or `staggered` (spread over one request cycle: steady state)
     #[arg(long, default_value = "together", value_name = "MODE")]
     pub benchmark_start: String,
+    /// With `--benchmark-start together`: the most a simulated client waits before each next
+    /// request (uniform), which pulls users out of step over the rounds [default: 5ms]
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub client_jitter: Option<f64>,
     /// Write the C* error bands (per engine and step-time basis, from the held-out sweeps,
     /// with and without operator tables) to FILE, e.g. hardware/bands.toml
     #[arg(long, value_name = "FILE")]

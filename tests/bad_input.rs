@@ -235,3 +235,80 @@ fn probe_load_shapes_that_cannot_work() {
     // A plan needs a latency limit: TTFT, or E2E for a service that does not stream tokens.
     assert_input_error(&capplan(&["solve", "--users", "10"]), &["--ttft", "--e2e"]);
 }
+
+#[test]
+fn an_unknown_engine_names_the_valid_ones() {
+    let run = capplan(&[
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--ttft",
+        "2s",
+        "--engine",
+        "vlm",
+    ]);
+    assert_input_error(&run, &["unknown engine 'vlm'", "vllm"]);
+    assert_input_error(
+        &solve(&["--users", "100", "--engine", "tensorrt"]),
+        &["tensorrt"],
+    );
+}
+
+#[test]
+fn a_dtype_the_card_cannot_run_is_refused() {
+    // A100 has no FP8 tensor cores; FP4 needs Blackwell.
+    for (card, dtype, needs) in [("A100-80G-SXM", "fp8", "FP8"), ("H100-SXM", "fp4", "FP4")] {
+        let run = capplan(&[
+            "predict",
+            "--model",
+            "llama-3.1-8b",
+            "--card",
+            card,
+            "--ttft",
+            "2s",
+            "--dtype",
+            dtype,
+        ]);
+        assert_input_error(&run, &[card, dtype, needs]);
+    }
+}
+
+#[test]
+fn a_malformed_operator_table_names_its_file_and_line() {
+    let dir = scratch("bad-operators");
+    let system = dir.join("operators").join("h100_sxm");
+    std::fs::create_dir_all(&system).unwrap();
+    std::fs::write(
+        system.join("vllm.csv"),
+        "meta,system,h100_sxm\nmeta,engine,vllm\naxis,gemm,m,1 2\ngemm,bf16,512,512,1 x\n",
+    )
+    .unwrap();
+    let hardware = dir.to_str().unwrap();
+    let run = capplan(&[
+        "--hardware",
+        hardware,
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--ttft",
+        "2s",
+    ]);
+    assert_input_error(&run, &["vllm.csv:4", "'x' is not a number"]);
+    // An engines.toml with an impossible value is refused the same way.
+    std::fs::remove_dir_all(dir.join("operators")).unwrap();
+    std::fs::write(
+        dir.join("engines.toml"),
+        "[[engine]]\nname = \"vllm\"\ndescribes = \"x\"\noperators = \"vllm\"\nmax_running = 0\n\
+         token_budget = 2048\nchunked_prefill = true\nstep_mix = \"mixed\"\nadmission = \"continuous\"\n\
+         cuda_graph_sizes = []\nmemory_utilization = 0.9\nstep_overhead_ms = 1.0\nseq_overhead_us = 1.0\n\
+         overhead_source = \"x\"\nsource = \"x\"\n",
+    )
+    .unwrap();
+    let run = capplan(&["--hardware", hardware, "hardware", "list", "engines"]);
+    assert_input_error(&run, &["engines.toml:2", "max_running"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

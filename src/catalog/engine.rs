@@ -250,6 +250,23 @@ mod tests {
     }
 
     #[test]
+    fn vllm_picks_larger_limits_on_large_cards_except_a100() {
+        let catalog = crate::catalog::Catalog::shipped().unwrap();
+        let vllm = catalog.engine("vllm").unwrap();
+        let limits = |card: &str| vllm.limits_on(catalog.card(card).unwrap());
+        assert_eq!(limits("H100-SXM"), (1024, 8192));
+        assert_eq!(limits("H200"), (1024, 8192));
+        assert_eq!(limits("A100-80G-SXM"), (256, 2048));
+        assert_eq!(limits("L4"), (256, 2048));
+        // Engines without a large-card rule use one set of limits everywhere.
+        let sglang = catalog.engine("sglang").unwrap();
+        assert_eq!(
+            sglang.limits_on(catalog.card("H100-SXM").unwrap()),
+            (sglang.max_running, sglang.token_budget)
+        );
+    }
+
+    #[test]
     fn decode_batches_pad_to_the_next_graph_size() {
         let p = profile(vec![1, 2, 4, 8, 16, 24, 32]);
         assert_eq!(p.graph_batch(1), 1);

@@ -39,7 +39,9 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
         }
     }
     let start = match args.benchmark_start.as_str() {
-        "together" => None,
+        "together" => args
+            .client_jitter
+            .map(|jitter_s| capplan::sim::predict::ClosedStart::Together { jitter_s }),
         "staggered" => Some(capplan::sim::predict::ClosedStart::Staggered),
         other => {
             return Err(capplan::InputError::value(format!(

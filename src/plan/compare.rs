@@ -78,6 +78,51 @@ pub struct CostedPlan {
     pub tokens_per_s: Option<f64>,
     /// 1 = cheapest over the period for this model.
     pub cost_rank: usize,
+    /// For a predicted C*: nodes and total cost if the measured C* lands at either end of
+    /// its error band (more nodes at the low end).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<CostBand>,
+}
+
+/// Nodes and total cost across a prediction's error band.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CostBand {
+    pub nodes_low: u64,
+    pub nodes_high: u64,
+    pub total_usd_low: Option<f64>,
+    pub total_usd_high: Option<f64>,
+}
+
+/// The nodes `plan` needs if each instance held `per_instance` (in the demand's units).
+fn nodes_at(plan: &NodePlan, request: &super::SolveRequest, per_instance: f64) -> u64 {
+    let demand = match request.demand {
+        Demand::Users(users) => users as f64,
+        Demand::Rps(rps) => rps,
+    };
+    let per_node = f64::from(plan.split.instances) * per_instance;
+    if per_node <= 0.0 {
+        return u64::MAX;
+    }
+    (demand * (1.0 + request.headroom) / per_node - 1e-9)
+        .ceil()
+        .max(1.0) as u64
+        + u64::from(request.spares)
+}
+
+/// `plan`'s nodes and cost over its prediction's error band, if it has one.
+fn cost_band(plan: &NodePlan, request: &super::SolveRequest, cost: &PlanCost) -> Option<CostBand> {
+    let band = plan.evidence_band.as_ref()?;
+    // The band is on C* as the evidence counted users; the plan may have converted it.
+    let factor = plan.users_per_instance / plan.evidence_c_star.max(1e-12);
+    let nodes_low = nodes_at(plan, request, band.high * factor);
+    let nodes_high = nodes_at(plan, request, band.low * factor);
+    let per_node = cost.total_usd.map(|t| t / plan.nodes.max(1) as f64);
+    Some(CostBand {
+        nodes_low,
+        nodes_high,
+        total_usd_low: per_node.map(|c| c * nodes_low as f64),
+        total_usd_high: per_node.map(|c| c * nodes_high as f64),
+    })
 }
 
 /// A part of a mixed fleet.
@@ -186,12 +231,14 @@ pub fn compare(catalog: &Catalog, report: SolveReport, options: &CompareOptions)
                 _ => None,
             };
         }
+        let band = cost_band(plan, &report.request, &cost);
         costed.push(CostedPlan {
             plan: plan.clone(),
             owned_nodes_used,
             cost,
             tokens_per_s,
             cost_rank: 0,
+            band,
         });
     }
     // Cheapest first per model; options without a price last.
@@ -215,6 +262,35 @@ pub fn compare(catalog: &Catalog, report: SolveReport, options: &CompareOptions)
         }
         rank += 1;
         option.cost_rank = rank;
+    }
+    // Adjacent ranks whose cost ranges overlap within the predictions' error bands are not
+    // told apart by the model: say so.
+    for pair in costed.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.plan.model != b.plan.model || (a.band.is_none() && b.band.is_none()) {
+            continue;
+        }
+        let range = |c: &CostedPlan| match (c.band, c.cost.total_usd) {
+            (Some(band), _) => band.total_usd_low.zip(band.total_usd_high),
+            (None, Some(total)) => Some((total, total)),
+            (None, None) => None,
+        };
+        if let (Some((_, a_high)), Some((b_low, _))) = (range(a), range(b)) {
+            if b_low <= a_high {
+                notes.push(format!(
+                    "{}: ranks {} ({}) and {} ({}) overlap within the predictions' error bands \
+                     (up to US$ {:.2} M against from US$ {:.2} M): the model cannot tell them \
+                     apart — measure one of each before buying",
+                    a.plan.model,
+                    a.cost_rank,
+                    a.plan.node,
+                    b.cost_rank,
+                    b.plan.node,
+                    a_high / 1e6,
+                    b_low / 1e6
+                ));
+            }
+        }
     }
     if costed.iter().any(|c| c.cost.total_usd.is_none()) {
         notes.push(if assumptions.cloud {

@@ -64,6 +64,10 @@ pub struct NodePlan {
     pub evidence_think_time: ThinkTime,
     /// The capacity point's note (for predictions: what limited C*).
     pub evidence_note: String,
+    /// For a prediction: where the measured C* is expected (80 %), from the model's error on
+    /// held-out public measurements of this engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence_band: Option<crate::catalog::band::CStarRange>,
     /// Node price × nodes, from the catalog's editable estimates.
     pub capex_usd: Option<f64>,
     /// 1 = best for this model.
@@ -481,6 +485,7 @@ fn plan_node(
         evidence_slo: point.slo,
         evidence_think_time: point.think_time,
         evidence_note: point.note.clone(),
+        evidence_band: point.band.clone(),
         capex_usd: node.price_usd.map(|price| price * nodes as f64),
         rank: 0,
         best_for_card: false,

@@ -141,7 +141,20 @@ impl CompareReport {
                 } else {
                     dollars(option.cost.energy_usd)
                 },
-                money(option.cost.total_usd),
+                match option.band {
+                    Some(band) => match (band.total_usd_low, band.total_usd_high) {
+                        (Some(low), Some(high)) => format!(
+                            "{} ({}–{} if C* lands in its band: {}–{} nodes)",
+                            money(option.cost.total_usd),
+                            dollars(low),
+                            dollars(high),
+                            band.nodes_low,
+                            band.nodes_high
+                        ),
+                        _ => money(option.cost.total_usd),
+                    },
+                    None => money(option.cost.total_usd),
+                },
                 money(option.cost.usd_per_demand_unit),
                 option
                     .cost

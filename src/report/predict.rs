@@ -26,17 +26,19 @@ impl Report for Prediction {
                 self.slo.describe()
             ),
             format!(
-                "Engine: continuous batching, ≤ {} running, {} tokens per step, KV cache {} tokens; \
-                 efficiency: {} (compute {:.2}, memory {:.2}, link {:.2}, step overhead {} ms).",
+                "Engine profile {}: continuous batching, ≤ {} running, {} tokens per step ({} prefill{}), \
+                 KV cache {} tokens; step overhead {} ms + {} µs per sequence; {}.",
+                self.calibration.engine,
                 self.engine.max_running,
                 self.engine.token_budget,
+                self.engine.step_mix,
+                if self.engine.chunked_prefill { ", chunked" } else { ", whole prompts" },
                 self.engine.kv_capacity,
-                self.calibration.name,
-                self.calibration.efficiency.compute,
-                self.calibration.efficiency.memory,
-                self.calibration.efficiency.link,
                 count(self.calibration.efficiency.step_overhead_ms),
+                count(self.calibration.efficiency.seq_overhead_ms * 1000.0),
+                self.calibration.name,
             ),
+            format!("Step times: {}.", self.basis),
         ];
         let mut table = Table {
             caption: Some("Latency in ms; percentiles interpolated on exact values".into()),
@@ -131,6 +133,14 @@ impl Report for Prediction {
                     "C* = {} users per instance {bracket}; limit {}.",
                     self.c_star, self.limit
                 ),
+                match &self.band {
+                    Some(band) => format!(
+                        "Measured C* expected between {:.0} and {:.0} users (80 %): {}.",
+                        band.low, band.high, band.basis
+                    ),
+                    None => "No error band: `capplan validate` measured none for this engine."
+                        .to_string(),
+                },
                 format!(
                     "{} instance(s) per node → {} users per node.",
                     self.instances_per_node,

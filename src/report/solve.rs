@@ -75,7 +75,13 @@ impl Report for SolveReport {
                 plan.capex_usd.map(dollars).unwrap_or_else(|| "-".into()),
                 plan.source.to_string(),
                 plan.evidence_think_time.to_string(),
-                plan.evidence.clone(),
+                match &plan.evidence_band {
+                    Some(band) => format!(
+                        "{}; measured C* likely {:.0}–{:.0}",
+                        plan.evidence, band.low, band.high
+                    ),
+                    None => plan.evidence.clone(),
+                },
             ]);
         }
         tables.push(plans);

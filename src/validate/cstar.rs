@@ -49,7 +49,7 @@ pub struct CStarScore {
     pub stats: Option<ErrorStats>,
     /// Sweeps whose prediction passed every level (C* error then only a lower bound).
     pub predicted_above_range: usize,
-    /// Sweeps the prediction failed at the lowest level.
+    /// Sweeps the prediction failed at the lowest level (its C* then extrapolated below it).
     pub predicted_below_range: usize,
     /// Every sweep's error (for error bands).
     #[serde(skip)]
@@ -63,8 +63,9 @@ pub enum Bracketed {
     Inside(f64),
     /// Every level passed: C* is at least the highest load.
     Above(f64),
-    /// The lowest level failed.
-    Below,
+    /// The lowest level failed: C* is below it, at about `load / ratio` if the binding
+    /// statistic grows in proportion to the load from there down.
+    Below(f64),
 }
 
 /// C* of `curve` at `slo`.
@@ -72,7 +73,7 @@ pub fn c_star(curve: &[(f64, f64, f64)], slo: &MeanSlo) -> Option<Bracketed> {
     let ratio = |&(_, ttft, tpot): &(f64, f64, f64)| (ttft / slo.ttft_s).max(tpot / slo.tpot_s);
     let first = curve.first()?;
     if ratio(first) > 1.0 {
-        return Some(Bracketed::Below);
+        return Some(Bracketed::Below(first.0 / ratio(first)));
     }
     for pair in curve.windows(2) {
         let (low, high) = (pair[0], pair[1]);
@@ -146,10 +147,11 @@ pub fn score(rows: &[ComparedRow]) -> Vec<CStarScore> {
                     entry.2 += 1;
                     entry.0.extend(relative_error(top, truth));
                 }
-                Some(Bracketed::Below) | None => {
+                Some(Bracketed::Below(guess)) => {
                     entry.3 += 1;
-                    entry.0.push(-1.0);
+                    entry.0.extend(relative_error(guess, truth));
                 }
+                None => {}
             }
         }
         for ((engine, subset, class), (errors, sweeps, above, below)) in by_group {
@@ -186,8 +188,8 @@ mod tests {
         assert_eq!(c_star(&curve, &SLO), Some(Bracketed::Inside(12.0)));
         assert_eq!(
             c_star(&[(4.0, 2.0, 0.01)], &SLO),
-            Some(Bracketed::Below),
-            "first level fails"
+            Some(Bracketed::Below(2.0)),
+            "first level fails at twice the limit: about half its load"
         );
         assert_eq!(
             c_star(&[(4.0, 0.1, 0.01), (8.0, 0.2, 0.02)], &SLO),

@@ -1,0 +1,123 @@
+//! `capplan validate` against the shipped public tables: the split holds (no fit row is scored
+//! as held out), every row is either compared or skipped with a reason, and the summary
+//! figures are what the rows say.
+
+mod common;
+
+use common::{capplan, json};
+use serde_json::Value;
+
+fn relative(predicted: &Value, measured: &Value) -> Option<f64> {
+    let (p, m) = (predicted.as_f64()?, measured.as_f64()?);
+    (m > 0.0).then(|| (p - m) / m)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let position = 0.5 * (n - 1) as f64;
+    let (low, high) = (position.floor() as usize, position.ceil() as usize);
+    values[low] + (values[high] - values[low]) * (position - low as f64)
+}
+
+#[test]
+fn silicon_rows_keep_their_split_and_the_summary_matches_the_rows() {
+    let run = capplan(&[
+        "validate",
+        "--source",
+        "silicon",
+        "--engine",
+        "sglang",
+        "--details",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let source = &report["sources"][0];
+    let rows = source["rows"].as_array().expect("rows with --details");
+    assert!(rows.len() > 100, "{} rows", rows.len());
+    assert_eq!(source["compared"].as_u64(), Some(rows.len() as u64));
+    // The split is by model: Llama-3.1-8B rows fit the overheads and are never scored as
+    // held out; every other model's rows are.
+    for row in rows {
+        assert_eq!(row["engine"], "sglang");
+        let fit = row["model"] == "llama-3.1-8b";
+        assert_eq!(
+            row["subset"],
+            if fit { "fit on" } else { "held out" },
+            "{row}"
+        );
+    }
+    // Skip reasons account for rows of other models and layouts, each with a count.
+    let skipped: u64 = source["skipped"]["reasons"]
+        .as_object()
+        .expect("reasons")
+        .values()
+        .map(|n| n.as_u64().unwrap_or(0))
+        .sum();
+    assert!(skipped > 1000, "{skipped}");
+    // The held-out TTFT median in the summary is the median of the rows' own errors.
+    let held_out: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["subset"] == "held out")
+        .filter_map(|r| relative(&r["predicted"]["ttft_s"], &r["measured"]["ttft_s"]))
+        .map(f64::abs)
+        .collect();
+    let group = source["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["subset"] == "held out")
+        .expect("a held-out group");
+    let ttft = group["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "TTFT")
+        .expect("TTFT scored");
+    assert_eq!(ttft["stats"]["n"].as_u64(), Some(held_out.len() as u64));
+    let reported = ttft["stats"]["median_abs"].as_f64().unwrap();
+    assert!(
+        (reported - median(held_out)).abs() < 1e-9,
+        "{reported} vs the rows"
+    );
+    // Every prediction states what its step times rest on.
+    assert!(rows.iter().all(|r| r["basis"]
+        .as_str()
+        .is_some_and(|b| b.starts_with("measured operator"))));
+}
+
+#[test]
+fn static_batches_hold_each_gpu_out_in_turn() {
+    let run = capplan(&["validate", "--source", "static-batch", "--format", "json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let score = &report["static_batch"];
+    let by_gpu = score["by_gpu"].as_array().expect("per GPU");
+    // Seven GPUs in the table, all in the catalog.
+    assert_eq!(by_gpu.len(), 7, "{by_gpu:?}");
+    let mut fitted = Vec::new();
+    for held in by_gpu {
+        assert!(
+            held["first_token"]["n"].as_u64().unwrap_or(0) > 100,
+            "{held}"
+        );
+        fitted.push(held["parameters"]["step_overhead_ms"].as_f64().unwrap());
+    }
+    // Each GPU's rows were predicted with constants fitted without them: not all the same.
+    fitted.sort_by(f64::total_cmp);
+    fitted.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+    assert!(fitted.len() > 1, "{fitted:?}");
+    assert!(score["by_model"].as_array().is_some_and(|m| m.len() >= 6));
+}
+
+#[test]
+fn an_unknown_source_or_engine_is_refused() {
+    let run = capplan(&["validate", "--source", "nim"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("'nim'") && run.stderr.contains("silicon"));
+    let run = capplan(&["validate", "--engine", "vlm"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("vlm") && run.stderr.contains("vllm"));
+}
