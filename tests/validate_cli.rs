@@ -38,8 +38,8 @@ fn silicon_rows_keep_their_split_and_the_summary_matches_the_rows() {
     let rows = source["rows"].as_array().expect("rows with --details");
     assert!(rows.len() > 100, "{} rows", rows.len());
     assert_eq!(source["compared"].as_u64(), Some(rows.len() as u64));
-    // The split is by model: Llama-3.1-8B rows fit the overheads and are never scored as
-    // held out; every other model's rows are.
+    // The split is by model: SGLang's Llama-3.1-8B rows fit its overheads and are never
+    // scored as held out; every other model's rows are.
     for row in rows {
         assert_eq!(row["engine"], "sglang");
         let fit = row["model"] == "llama-3.1-8b";
@@ -114,9 +114,9 @@ fn static_batches_hold_each_gpu_out_in_turn() {
 
 #[test]
 fn an_unknown_source_or_engine_is_refused() {
-    let run = capplan(&["validate", "--source", "nim"]);
+    let run = capplan(&["validate", "--source", "mlperf"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("'nim'") && run.stderr.contains("silicon"));
+    assert!(run.stderr.contains("'mlperf'") && run.stderr.contains("silicon"));
     let run = capplan(&["validate", "--engine", "vlm"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("vlm") && run.stderr.contains("vllm"));

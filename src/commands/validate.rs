@@ -3,12 +3,14 @@
 
 use capplan::catalog::Catalog;
 use capplan::validate::fit::fit_overheads;
-use capplan::validate::{score_source, silicon, static_batch, TableSource, ValidationReport};
+use capplan::validate::{
+    blis, score_source, silicon, static_batch, sweeps, TableSource, ValidationReport,
+};
 
 use crate::cli::ValidateArgs;
 
 /// The sources `validate` knows, in the order it prints them.
-pub const SOURCES: [&str; 2] = ["silicon", "static-batch"];
+pub const SOURCES: [&str; 4] = ["silicon", "nim", "blis", "static-batch"];
 
 /// Reads, predicts and scores the sources `args` names.
 pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationReport> {
@@ -28,6 +30,14 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     let mut sources: Vec<TableSource> = Vec::new();
     if wanted("silicon") {
         sources.push(silicon::source(catalog)?);
+    }
+    if wanted("nim") {
+        for file in &sweeps::FILES {
+            sources.push(sweeps::source(catalog, file)?);
+        }
+    }
+    if wanted("blis") {
+        sources.push(blis::source(catalog)?);
     }
     if !args.engine.is_empty() {
         for source in &mut sources {
@@ -82,7 +92,7 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
             if rows.is_empty() {
                 continue;
             }
-            let (profile, summary) = fit_overheads(catalog, &rows, profile, 60)
+            let (profile, summary) = fit_overheads(catalog, &rows, profile, 80)
                 .map_err(|err| anyhow::anyhow!("fitting {}: {err}", profile.name))?;
             overrides.push(profile);
             fitted.push(summary);
@@ -111,7 +121,7 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
         let scored: Vec<&capplan::validate::SourceScore> = sources.iter().collect();
         let bands = capplan::validate::bands(
             &scored,
-            "held-out sweeps of the AIConfigurator silicon sample (dense, aggregated), `capplan validate`",
+            "held-out sweeps of the public tables in tests/fixtures/validation, `capplan validate`",
         );
         std::fs::write(path, capplan::validate::bands_toml(&bands))
             .map_err(|err| anyhow::anyhow!("writing {}: {err}", path.display()))?;

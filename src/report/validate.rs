@@ -183,8 +183,8 @@ impl Report for ValidationReport {
         if !self.fitted.is_empty() {
             tables.push(Table {
                 caption: Some(
-                    "Engine overheads fitted on the fit subsets (rms of ln(predicted/measured) \
-                     over TTFT and TPOT)"
+                    "Engine overheads fitted on the fit subsets to mean TPOT (rms of \
+                     ln(predicted/measured))"
                         .into(),
                 ),
                 headers: [
@@ -192,8 +192,6 @@ impl Report for ValidationReport {
                     "rows",
                     "step ms",
                     "µs per sequence",
-                    "µs per eager layer",
-                    "request ms",
                     "rms log error before",
                     "after",
                     "iterations",
@@ -209,8 +207,6 @@ impl Report for ValidationReport {
                             f.rows.to_string(),
                             format!("{:.3}", f.step_overhead_ms),
                             format!("{:.2}", f.seq_overhead_us),
-                            format!("{:.1}", f.eager_layer_overhead_us),
-                            format!("{:.1}", f.request_overhead_ms),
                             format!("{:.3}", f.rms_log_error_before),
                             format!("{:.3}", f.rms_log_error_after),
                             f.evaluations.to_string(),

@@ -7,12 +7,14 @@
 //! reported apart from the held-out ones, never mixed). Where a source measured one deployment
 //! at several loads, C* is read off both the measured and the predicted curve at two SLOs.
 
+pub mod blis;
 pub mod cstar;
 pub mod deployment;
 pub mod fit;
 pub mod score;
 pub mod silicon;
 pub mod static_batch;
+pub mod sweeps;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -214,7 +214,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
     let mut skipped = SkipReasons::default();
     let mut comparisons = comparisons(catalog, &rows, &mut skipped);
     for comparison in &mut comparisons {
-        comparison.subset = if is_fit_row(&comparison.deployment.model) {
+        comparison.subset = if is_fit_row(&comparison.group, &comparison.deployment.model) {
             FIT_SUBSET.into()
         } else {
             HELD_OUT.into()
@@ -223,8 +223,9 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
     Ok(TableSource {
         name: "AIConfigurator silicon sample, dense aggregated".into(),
         file: FIXTURE_NAME.into(),
-        split: "by model: engine overheads fitted on Llama-3.1-8B rows; Llama-3.1-70B and \
-                Qwen3-32B rows held out"
+        split: "by model: SGLang's and TensorRT-LLM's overheads fitted on their Llama-3.1-8B \
+                rows, the other models held out; every vLLM row held out (vLLM's overheads come \
+                from BLIS's Llama-2 stages)"
             .into(),
         comparisons,
         skipped,
@@ -243,9 +244,11 @@ pub const CLIENT_JITTER_S: f64 = 0.005;
 pub const FIT_SUBSET: &str = "fit on";
 pub const HELD_OUT: &str = "held out";
 
-/// Whether a silicon row of `model` belongs to the rows the overheads are fitted on.
-pub fn is_fit_row(model: &str) -> bool {
-    model == "llama-3.1-8b"
+/// Whether a silicon row of `model` under `engine` belongs to the rows the overheads are
+/// fitted on: Llama-3.1-8B under SGLang and TensorRT-LLM. vLLM's overheads are fitted on BLIS's
+/// vLLM measurements instead, so all its silicon rows are held out.
+pub fn is_fit_row(engine: &str, model: &str) -> bool {
+    engine != "vllm" && model == "llama-3.1-8b"
 }
 
 #[cfg(test)]
