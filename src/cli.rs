@@ -297,7 +297,7 @@ pub struct ProbeArgs {
     /// Bisect until the bracket is this narrow: 5% or 0.05
     #[arg(long, default_value = "5%", value_parser = parse_share)]
     pub resolution: f64,
-    /// Requests discarded at the start of each step [default: the concurrency, at least 5]
+    /// Requests discarded at the start of each step [default: 2 × concurrency, at least 5]
     #[arg(long)]
     pub warmup: Option<usize>,
     /// Requests counted per judgement [default: 2 × concurrency, 50..500]; an inconclusive step

@@ -238,6 +238,16 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 run_probe(config, &url, folder, progress).await
             })?;
             print(&report, cli)?;
+            if report.status == capplan::probe::run::TOO_BUSY {
+                if let Some(note) = report
+                    .notes
+                    .iter()
+                    .find(|n| n.starts_with("machine too busy"))
+                {
+                    eprintln!("{note}");
+                }
+                return Ok(ExitCode::FAILURE);
+            }
             if report.status != "finished" {
                 return Ok(ExitCode::from(130));
             }

@@ -12,6 +12,11 @@
 //! | llama.cpp | | `llamacpp:prompt_seconds_total` | `llamacpp:tokens_predicted_seconds_total` | | requests the step finished |
 //! | capplan serve | | | | | `capplan_requests_finished_total`; busy time `capplan_engine_busy_seconds_total` |
 //!
+//! The server's own mean time to first token (`vllm:time_to_first_token_seconds`,
+//! `sglang:time_to_first_token_seconds`) is kept beside them, and capplan serve's lateness of
+//! first tokens against its engine's schedule (`capplan_first_token_lateness_seconds`): what a
+//! busy machine added to a time-scaled simulator's TTFTs.
+//!
 //! Histograms are read through their `_sum` and `_count`; label sets are summed (one model per
 //! server is the probe's case).
 
@@ -79,6 +84,14 @@ pub struct MetricsSplit {
     pub compute_mean_s: Option<f64>,
     /// Share of the step's wall time the engine reports being busy (capplan serve, SGLang).
     pub busy_share: Option<f64>,
+    /// The server's own mean time to first token over the step (vLLM, SGLang).
+    pub ttft_mean_s: Option<f64>,
+    /// capplan serve with a time scale: how late, on average, first tokens went out against
+    /// the engine's schedule (engine seconds) — what the machine added to every TTFT.
+    pub first_token_lateness_s: Option<f64>,
+    /// Share of the step's engine iterations that ended late on the wall clock (capplan serve
+    /// with a time scale: the machine could not keep the engine on schedule).
+    pub late_step_share: Option<f64>,
 }
 
 /// The change of `name` between two scrapes (a counter reset gives `None`).
@@ -160,6 +173,18 @@ pub fn split(
     let busy = delta(before, after, "capplan_engine_busy_seconds_total")
         .or_else(|| delta(before, after, "sglang:gpu_execution_seconds_total"));
     out.busy_share = busy.filter(|_| wall_s > 0.0).map(|b| b / wall_s);
+    out.ttft_mean_s = [
+        "vllm:time_to_first_token_seconds",
+        "sglang:time_to_first_token_seconds",
+    ]
+    .iter()
+    .find_map(|family| hist(family))
+    .map(|(mean, _)| mean);
+    out.first_token_lateness_s = hist("capplan_first_token_lateness_seconds").map(|h| h.0);
+    out.late_step_share = delta(before, after, "capplan_timer_late_steps_total")
+        .zip(delta(before, after, "capplan_engine_steps_total"))
+        .filter(|(_, steps)| *steps > 0.0)
+        .map(|(late, steps)| late / steps);
     Some(out)
 }
 
@@ -194,6 +219,32 @@ mod tests {
         assert_eq!(s.prefill_mean_s, Some(0.1));
         assert_eq!(s.decode_mean_s, Some(1.0));
         assert_eq!(s.compute_mean_s, Some(1.1));
+    }
+
+    #[test]
+    fn server_ttft_first_token_lateness_and_late_steps_are_step_means() {
+        let before = Scrape::parse(
+            "capplan_requests_finished_total 4\n\
+             vllm:time_to_first_token_seconds_sum 2.0\n\
+             vllm:time_to_first_token_seconds_count 4\n\
+             capplan_first_token_lateness_seconds_sum 0.1\n\
+             capplan_first_token_lateness_seconds_count 4\n\
+             capplan_engine_steps_total 100\ncapplan_timer_late_steps_total 1\n",
+        );
+        let after = Scrape::parse(
+            "capplan_requests_finished_total 14\n\
+             vllm:time_to_first_token_seconds_sum 7.0\n\
+             vllm:time_to_first_token_seconds_count 14\n\
+             capplan_first_token_lateness_seconds_sum 0.3\n\
+             capplan_first_token_lateness_seconds_count 14\n\
+             capplan_engine_steps_total 300\ncapplan_timer_late_steps_total 11\n",
+        );
+        let s = split(&before, &after, 6.0, 10).unwrap();
+        assert_eq!(s.ttft_mean_s, Some(0.5));
+        assert_eq!(s.late_step_share, Some(0.05));
+        assert!((s.first_token_lateness_s.unwrap() - 0.02).abs() < 1e-12);
+        let none = split(&before, &before, 6.0, 0).unwrap();
+        assert_eq!(none.ttft_mean_s, None);
     }
 
     #[test]

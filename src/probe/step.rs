@@ -67,6 +67,11 @@ pub struct StepSpec {
     pub items: u32,
 }
 
+/// Share of late engine iterations above which a time-scaled server was not on schedule: a
+/// quiet machine wakes its timer within 2 ms nearly every time (the threshold the server
+/// counts against), so one step in a hundred late already means other work held the cores.
+pub const LATE_STEP_SHARE: f64 = 0.01;
+
 /// perf_analyzer gives up after ten windows (its `--max-trials`).
 const MAX_WINDOWS: usize = 10;
 
@@ -110,6 +115,38 @@ pub struct StepSummary {
     /// Wall seconds of load on the server.
     pub server_seconds: f64,
     pub client: ClientCheck,
+    /// How late, on average, the server sent first tokens against its engine's schedule
+    /// (capplan serve's `/metrics`, engine seconds): what a busy machine added to every TTFT
+    /// of a time-scaled simulator.
+    pub delivery_delay_s: Option<f64>,
+    /// Failed by its delivery delay alone on a time-scaled server (see
+    /// [`StepSummary::fail_within_delivery_delay`]): written as verdict `late`, run again.
+    pub late: bool,
+}
+
+impl StepSummary {
+    /// Whether the step failed only by what its delivery delay could explain: every limit it
+    /// broke is on TTFT or E2E (both carry the delay), and each would not be confidently broken
+    /// with the delay taken off. A time-scaled simulator on a busy machine fails steps this way;
+    /// such a failure measures the machine, not the engine.
+    /// The delay counted is the server's first-token lateness plus the client's own event-loop
+    /// lag (its 99th percentile, in engine seconds at `time_scale`).
+    pub fn fail_within_delivery_delay(&self, time_scale: f64) -> bool {
+        let client = self.client.loop_lag_p99_ms / 1000.0 * time_scale;
+        self.delivery_delay_s
+            .is_some_and(|delay| self.verdict.fails_within(delay + client))
+    }
+
+    /// Whether the machine, not the engine, shaped this step: the server says more than
+    /// [`LATE_STEP_SHARE`] of its iterations ended late, or the client's own loop lagged.
+    pub fn machine_was_late(&self) -> bool {
+        self.client.bottleneck
+            || self
+                .server_metrics
+                .as_ref()
+                .and_then(|m| m.late_step_share)
+                .is_some_and(|share| share > LATE_STEP_SHARE)
+    }
 }
 
 /// The step's workers; dropping it (a Ctrl-C drops the step) stops them, so nothing keeps
@@ -292,6 +329,10 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
             summary.server_metrics = metrics::split(&before, &after, wall, sent);
         }
     }
+    summary.delivery_delay_s = summary
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.first_token_lateness_s);
     summary
 }
 
@@ -492,6 +533,8 @@ fn summarize(
         sent,
         server_seconds: wall,
         client,
+        delivery_delay_s: None,
+        late: false,
     }
 }
 

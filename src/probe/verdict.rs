@@ -60,6 +60,24 @@ impl StepVerdict {
             .reduce(f64::max)
     }
 
+    /// Whether the step failed only by `delay` seconds added to every TTFT and E2E: each broken
+    /// limit is on one of those and would not be confidently broken with the delay taken off.
+    /// A broken TPOT or error-rate limit is never explained this way.
+    pub fn fails_within(&self, delay: f64) -> bool {
+        let broken: Vec<&LimitCheck> = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Fail)
+            .collect();
+        delay > 0.0
+            && self.verdict == Verdict::Fail
+            && !broken.is_empty()
+            && broken.iter().all(|c| {
+                (c.metric.starts_with("TTFT") || c.metric.starts_with("E2E"))
+                    && c.low - delay <= c.limit
+            })
+    }
+
     /// `TTFT p90 1.2 s [1.1, 1.3] ≤ 3 s; …` for the failing or uncertain limits.
     pub fn explain(&self) -> String {
         self.checks
@@ -313,5 +331,28 @@ mod tests {
             judge(&ok, &[], &ok, 3, 200, &slo(1.0), None, 0.01).verdict,
             Verdict::Inconclusive
         );
+    }
+
+    #[test]
+    fn a_fail_is_the_delivery_delays_only_when_taking_it_off_clears_every_broken_limit() {
+        let slo = Slo {
+            ttft_s: 1.0,
+            tpot_s: Some(0.05),
+            percentile: Percentile::P(90.0),
+            e2e_s: None,
+        };
+        // 200 TTFTs from 1.1 to 1.3 s: confidently above 1 s.
+        let ttfts: Vec<f64> = (0..200).map(|i| 1.1 + 0.001 * f64::from(i)).collect();
+        let fast_tpots = vec![0.02; 200];
+        let step = judge(&ttfts, &fast_tpots, &[], 0, 200, &slo, None, 0.01);
+        assert_eq!(step.verdict, Verdict::Fail);
+        // The lower end of the p90 interval is about 1.27 s: a 0.3 s delay explains it, 0.1 s not.
+        assert!(step.fails_within(0.3));
+        assert!(!step.fails_within(0.1));
+        assert!(!step.fails_within(0.0));
+        // A broken TPOT limit is the engine's whatever the delay.
+        let slow_tpots = vec![0.08; 200];
+        let both = judge(&ttfts, &slow_tpots, &[], 0, 200, &slo, None, 0.01);
+        assert!(!both.fails_within(0.3));
     }
 }

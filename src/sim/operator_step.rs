@@ -16,6 +16,8 @@
 //! FLOP/s), and the error moves with batch size, TP and dtype — exactly the axes a capacity
 //! plan varies.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -63,6 +65,16 @@ pub struct OperatorStep {
     tp: u32,
     /// Card memory bandwidth, bytes/s, for the element-wise passes the tables do not hold.
     hbm_bytes_per_s: f64,
+    /// Per-layer GEMM and all-reduce µs by token count (and graph or eager all-reduce), and
+    /// LM-head µs by sampled sequences: a prediction runs the same few hundred token counts
+    /// through hundreds of thousands of steps, and each lookup interpolates several grids.
+    memo: RefCell<Memo>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Memo {
+    layer: HashMap<(u64, bool), (f64, f64)>,
+    lm_head: HashMap<u64, f64>,
 }
 
 /// Where one iteration's kernel time goes, seconds (overhead excluded).
@@ -156,6 +168,7 @@ impl OperatorStep {
             tp: tp.max(1),
             hbm_bytes_per_s: hbm_bandwidth_gbs * 1e9,
             tables,
+            memo: RefCell::new(Memo::default()),
         })
     }
 
@@ -187,15 +200,11 @@ impl OperatorStep {
         (one * ratio).max(bf16(m) - one * (1.0 - ratio))
     }
 
-    /// Kernel time of one iteration on each card of the instance (they run in lockstep).
-    pub fn time(&self, work: &StepWork, graph_batch: Option<f64>) -> OperatorTime {
-        // A decode-only step that runs as a captured CUDA graph is padded to the graph's size.
-        let m = match graph_batch {
-            Some(padded) if work.prefill_tokens == 0.0 => padded.max(work.tokens),
-            _ => work.tokens,
-        };
-        if m <= 0.0 {
-            return OperatorTime::default();
+    /// One layer's weight GEMMs and all-reduces for `m` tokens, µs (remembered by `m`).
+    fn layer_us(&self, m: f64, graph: bool) -> (f64, f64) {
+        let key = (m.round().max(1.0) as u64, graph);
+        if let Some(&known) = self.memo.borrow().layer.get(&key) {
+            return known;
         }
         let mut gemm =
             self.gemm_us(m, self.qkv_n, self.hidden) + self.gemm_us(m, self.hidden, self.o_k);
@@ -212,6 +221,49 @@ impl OperatorStep {
         } else {
             self.gemm_us(m, self.up_n, self.hidden) + self.gemm_us(m, self.hidden, self.down_k)
         };
+        let communication = if self.tp > 1 {
+            let bytes = m * self.hidden * 2.0;
+            let variant = if graph { "graph" } else { "eager" };
+            2.0 * [variant, "graph", "eager", "nccl"]
+                .iter()
+                .find_map(|v| self.tables.all_reduce_us(v, self.tp, bytes))
+                .unwrap_or_else(|| fallback_all_reduce_us(self.tp, bytes))
+        } else {
+            0.0
+        };
+        self.memo
+            .borrow_mut()
+            .layer
+            .insert(key, (gemm, communication));
+        (gemm, communication)
+    }
+
+    /// The LM head over `sampled` sequences, µs (remembered).
+    fn lm_head_us(&self, sampled: f64) -> f64 {
+        let key = sampled.round().max(1.0) as u64;
+        if let Some(&known) = self.memo.borrow().lm_head.get(&key) {
+            return known;
+        }
+        let value = self
+            .tables
+            .gemm_us("bf16", sampled, self.vocab_n, self.hidden)
+            .unwrap_or(0.0);
+        self.memo.borrow_mut().lm_head.insert(key, value);
+        value
+    }
+
+    /// Kernel time of one iteration on each card of the instance (they run in lockstep).
+    pub fn time(&self, work: &StepWork, graph_batch: Option<f64>) -> OperatorTime {
+        // A decode-only step that runs as a captured CUDA graph is padded to the graph's size.
+        let m = match graph_batch {
+            Some(padded) if work.prefill_tokens == 0.0 => padded.max(work.tokens),
+            _ => work.tokens,
+        };
+        if m <= 0.0 {
+            return OperatorTime::default();
+        }
+        let graph = graph_batch.is_some() && work.prefill_tokens == 0.0;
+        let (gemm, communication) = self.layer_us(m, graph);
 
         let mut attention = 0.0;
         if work.prefill_chunks > 0.0 {
@@ -249,21 +301,6 @@ impl OperatorStep {
                 .unwrap_or(0.0);
         }
 
-        let communication = if self.tp > 1 {
-            let bytes = m * self.hidden * 2.0;
-            let variant = if graph_batch.is_some() && work.prefill_tokens == 0.0 {
-                "graph"
-            } else {
-                "eager"
-            };
-            2.0 * [variant, "graph", "eager", "nccl"]
-                .iter()
-                .find_map(|v| self.tables.all_reduce_us(v, self.tp, bytes))
-                .unwrap_or_else(|| fallback_all_reduce_us(self.tp, bytes))
-        } else {
-            0.0
-        };
-
         // Norms, rotary embedding, activation and residual adds: a handful of passes over
         // the activations, memory-bound and mostly fused; about six hidden-wide and two
         // MLP-wide reads and writes of 2 bytes per token and layer.
@@ -272,10 +309,7 @@ impl OperatorStep {
 
         // The LM head runs over the sequences that sample a token (lm_head stays bf16).
         let sampled = (work.decode_sequences + work.prefill_chunks).max(1.0);
-        let lm_head = self
-            .tables
-            .gemm_us("bf16", sampled, self.vocab_n, self.hidden)
-            .unwrap_or(0.0);
+        let lm_head = self.lm_head_us(sampled);
 
         OperatorTime {
             gemm: (gemm * self.layers + lm_head) * 1e-6,

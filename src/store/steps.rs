@@ -321,6 +321,15 @@ pub fn read_steps_csv(path: &Path) -> Result<StepsFile, InputError> {
         let line = index + 2;
         let row =
             row.map_err(|err| InputError::file(format!("{location}:{line}"), err.to_string()))?;
+        // A level capplan ran again because it failed by its delivery delay alone measured the
+        // machine, not the server (see `probe::step::StepSummary::late`).
+        let late = headers
+            .iter()
+            .zip(row.iter())
+            .any(|(h, cell)| h.trim().eq_ignore_ascii_case("verdict") && cell == "late");
+        if late {
+            continue;
+        }
         let mut level = Level::default();
         for ((cell, column), header) in row.iter().zip(&columns).zip(headers.iter()) {
             if cell.is_empty() || matches!(column, Column::Unused | Column::Known) {

@@ -60,6 +60,11 @@ struct AppState {
     requests: AtomicU64,
     truth: Option<TruthLog>,
     lengths: Mutex<StdRng>,
+    /// How late the first token of each request finished OK went out against the engine's
+    /// schedule, in engine seconds (wall lateness × time scale): sum and count. On a quiet
+    /// machine it is a few milliseconds; a busy one that delays the engine's timer or the
+    /// response tasks shows here, for the requests a client measured.
+    first_token_lateness: Mutex<(f64, u64)>,
 }
 
 /// Binds, reports the base URL through `ready`, and serves until `shutdown` completes.
@@ -95,6 +100,7 @@ where
         config,
         requests: AtomicU64::new(0),
         truth,
+        first_token_lateness: Mutex::new((0.0, 0)),
     });
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
@@ -175,6 +181,11 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let g = state.engine.gauges();
     let kv_usage = g.kv_used as f64 / g.kv_capacity.max(1) as f64;
+    let (late_sum, late_count) = state
+        .first_token_lateness
+        .lock()
+        .map(|t| *t)
+        .unwrap_or((0.0, 0));
     let text = format!(
         "# HELP capplan_requests_running Requests in the running batch.\n\
          # TYPE capplan_requests_running gauge\ncapplan_requests_running {}\n\
@@ -197,7 +208,10 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
          # HELP capplan_timer_late_steps_total Steps that ended more than 2 ms after their schedule.\n\
          # TYPE capplan_timer_late_steps_total counter\ncapplan_timer_late_steps_total {}\n\
          # HELP capplan_timer_max_lateness_seconds Worst lateness of a step's end (wall time).\n\
-         # TYPE capplan_timer_max_lateness_seconds gauge\ncapplan_timer_max_lateness_seconds {}\n",
+         # TYPE capplan_timer_max_lateness_seconds gauge\ncapplan_timer_max_lateness_seconds {}\n\
+         # HELP capplan_first_token_lateness_seconds How late first tokens went out against the engine's schedule (engine seconds).\n\
+         # TYPE capplan_first_token_lateness_seconds summary\n\
+         capplan_first_token_lateness_seconds_sum {}\ncapplan_first_token_lateness_seconds_count {}\n",
         g.running,
         g.waiting,
         g.counters.prompt_tokens,
@@ -208,6 +222,8 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         g.counters.busy_seconds,
         g.late_steps,
         g.max_lateness_s,
+        late_sum,
+        late_count,
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
@@ -268,6 +284,17 @@ impl Exchange {
 
     fn log(&mut self, status: &str) {
         self.record.status = status.to_string();
+        if let (true, Some(wall), Some(engine)) = (
+            status == "ok",
+            self.record.ttft_s,
+            self.record.engine_ttft_s,
+        ) {
+            let late = (wall * self.state.config.time_scale - engine).max(0.0);
+            if let Ok(mut totals) = self.state.first_token_lateness.lock() {
+                totals.0 += late;
+                totals.1 += 1;
+            }
+        }
         if let Some(truth) = &self.state.truth {
             truth.write(&self.record);
         }
