@@ -334,3 +334,62 @@ fn a_fresh_clone_plans_from_predictions() {
     assert_eq!(table.code, 0);
     assert!(table.stdout.contains("predicted"));
 }
+
+#[test]
+fn measured_points_correct_the_predictions_of_their_card() {
+    // The seed measured llama-13b on A30 (TP4, 1–3 s think time); TTFT ≤ 3 s p90 is not what it
+    // proved, so every A30 row is predicted — and corrected by measured ÷ predicted there.
+    let run = capplan(&[
+        "solve",
+        "--users",
+        "10000",
+        "--ttft",
+        "3s",
+        "--cards",
+        "A30,H100-SXM",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let checks = report["measured_vs_predicted"].as_array().unwrap();
+    let a30: Vec<&Value> = checks.iter().filter(|c| c["card"] == "A30").collect();
+    assert!(!a30.is_empty(), "{checks:?}");
+    // Nothing was measured on H100-SXM: nothing to set beside a prediction there.
+    assert!(checks.iter().all(|c| c["card"] != "H100-SXM"));
+    let same_model: Vec<f64> = a30
+        .iter()
+        .filter(|c| c["model"] == "llama-13b")
+        .map(|c| c["measured"].as_f64().unwrap() / c["predicted"].as_f64().unwrap())
+        .collect();
+    let factor = (same_model.iter().map(|r| r.ln()).sum::<f64>() / same_model.len() as f64).exp();
+    let row = plan(&report, "llama-13b", "8xA30-PCIe");
+    assert_eq!(row["source"], "predicted");
+    let note = row["evidence_note"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("×{factor:.2}")) && note.contains("same model"),
+        "{note}"
+    );
+    // The corrected C* is the uncorrected one × the factor.
+    let uncorrected: f64 = note
+        .rsplit('(')
+        .next()
+        .and_then(|tail| tail.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{note}"));
+    let corrected = row["evidence_c_star"].as_f64().unwrap();
+    assert_eq!(corrected, (uncorrected * factor).floor().max(1.0), "{note}");
+    let h100 = plan(&report, "llama-13b", "8xH100-SXM");
+    assert!(!h100["evidence_note"]
+        .as_str()
+        .unwrap()
+        .contains("measured point"));
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("predictions for A30 are corrected")),
+        "{notes:?}"
+    );
+}

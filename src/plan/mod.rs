@@ -1,6 +1,7 @@
 //! Planning: from capacity per instance to node counts, splits and (later) cost.
 
 pub mod compare;
+pub mod correction;
 pub mod cost;
 pub mod demand;
 pub mod evidence;

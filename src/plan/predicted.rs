@@ -16,6 +16,34 @@ pub trait CapacityPredictor {
         tp: u32,
     ) -> Result<CapacityPoint, String>;
 
+    /// Predicts the layouts in `wanted` ahead of [`CapacityPredictor::predict`] asking for them,
+    /// so that they can run at once (a plan asks for hundreds). By default: nothing ahead.
+    fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, u32)]) {
+        let _ = wanted;
+    }
+
+    /// The predicted C* of the layout `measured` was measured on, at its own SLO, think time
+    /// and output length (the prompt length is the predictor's): what the planner sets beside
+    /// the measurement to correct the predictions for that card. `Err` says why there is none.
+    fn predict_like(
+        &mut self,
+        model: &Model,
+        card: &Card,
+        measured: &CapacityPoint,
+    ) -> Result<CapacityPoint, String>;
+
+    /// [`CapacityPredictor::predict_like`] for several points (at once where the predictor
+    /// can), answers in order.
+    fn predict_like_all(
+        &mut self,
+        measured: &[(&Model, &Card, &CapacityPoint)],
+    ) -> Vec<Result<CapacityPoint, String>> {
+        measured
+            .iter()
+            .map(|&(model, card, point)| self.predict_like(model, card, point))
+            .collect()
+    }
+
     /// The assumptions behind every prediction (workload, SLO, calibration), for the report.
     fn assumptions(&self) -> String;
 }

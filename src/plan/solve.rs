@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use super::correction::PredictionCorrections;
 use super::demand::{nodes_needed, Demand};
 use super::evidence::{in_demand_units, why_not_usable, DemandCapacity, SkippedPoint};
 use super::predicted::CapacityPredictor;
@@ -116,6 +117,9 @@ pub struct SolveReport {
     pub plans: Vec<NodePlan>,
     pub skipped: Vec<SkippedPoint>,
     pub missing: Vec<MissingCapacity>,
+    /// Measured or imported points set beside a prediction of the same layout: what
+    /// corrected the predictions of their cards.
+    pub measured_vs_predicted: Vec<super::correction::MeasuredCheck>,
     /// Anything else the reader must know (e.g. no capacity points at all).
     pub notes: Vec<String>,
 }
@@ -157,6 +161,43 @@ pub fn solve(
         }
     }
 
+    // Every layout that fits and may need a prediction, predicted ahead on all cores.
+    if let Some(predictor) = predictor.as_mut() {
+        let mut wanted = Vec::new();
+        for model in &models {
+            for node in &nodes {
+                let Some(card) = catalog.cards.iter().find(|c| c.name == node.card) else {
+                    continue;
+                };
+                for split in NodeSplit::all_for(node.cards_per_node) {
+                    let measured = usable.iter().any(|p| {
+                        p.model == model.name
+                            && p.card == card.name
+                            && p.tp == split.tp
+                            && p.instances_per_card == 1
+                            && node.runs_like(&p.interconnect, p.tp)
+                    });
+                    if split.per_card == 1
+                        && !measured
+                        && memory_fit(model, &card.shared_by(1), split.tp, &request.memory).is_ok()
+                    {
+                        wanted.push((*model, card, *node, split.tp));
+                    }
+                }
+            }
+        }
+        predictor.prepare(&wanted);
+    }
+
+    // Measured points correct the predictions for their cards (see `correction`).
+    let corrections = match predictor.as_mut() {
+        Some(predictor) => {
+            let cards: Vec<String> = nodes.iter().map(|n| n.card.clone()).collect();
+            PredictionCorrections::from_points(catalog, points, &cards, &mut **predictor)
+        }
+        None => PredictionCorrections::default(),
+    };
+
     let mut plans = Vec::new();
     let mut missing = Vec::new();
     for model in &models {
@@ -171,6 +212,7 @@ pub fn solve(
                 demand_units,
                 &mut skipped,
                 &mut predictor,
+                &corrections,
             ) {
                 Ok(plan) => model_plans.push(plan),
                 Err(gap) => missing.push(*gap),
@@ -180,7 +222,7 @@ pub fn solve(
         plans.extend(model_plans);
     }
 
-    let mut notes = Vec::new();
+    let mut notes = corrections.notes();
     let predictions = predictor.as_ref().map(|p| p.assumptions());
     if points.is_empty() && predictions.is_none() {
         notes.push(
@@ -209,6 +251,7 @@ pub fn solve(
         plans,
         skipped,
         missing,
+        measured_vs_predicted: corrections.checks.clone(),
         notes,
     })
 }
@@ -319,6 +362,7 @@ fn plan_node(
     demand_units: f64,
     skipped: &mut Vec<SkippedPoint>,
     predictor: &mut Option<&mut dyn CapacityPredictor>,
+    corrections: &PredictionCorrections,
 ) -> Result<NodePlan, Box<MissingCapacity>> {
     let card = catalog
         .cards
@@ -383,9 +427,9 @@ fn plan_node(
         // latency, so they convert to a request rate too.
         let chosen = match (chosen, predictor.as_mut()) {
             (Some(point), _) => Ok(point),
-            (None, Some(predictor)) if split.per_card == 1 => {
-                predictor.predict(model, card, node, split.tp)
-            }
+            (None, Some(predictor)) if split.per_card == 1 => predictor
+                .predict(model, card, node, split.tp)
+                .map(|point| corrections.apply(point)),
             (None, _) => Err(String::new()),
         };
         let chosen = chosen.and_then(|point| {

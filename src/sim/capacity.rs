@@ -13,7 +13,7 @@ use crate::store::{CapacityPoint, PointSource};
 use crate::workload::Workload;
 
 use super::calibration_file::Calibrations;
-use super::predict::{predict, predict_rate, Layout, PredictRequest, RateSearch};
+use super::predict::{predict, predict_rate, Calibration, Layout, PredictRequest, RateSearch};
 
 /// Predicts C* with [`predict`] and remembers each layout's answer (node shapes of one card
 /// and link share instance layouts).
@@ -104,125 +104,89 @@ impl CapacityPredictor for SimPredictor {
         if let Some(known) = self.cache.get(&key) {
             return known.clone();
         }
-        let layout = Layout {
-            model,
-            card,
-            interconnect: node.interconnect.clone(),
-            tp,
-            memory: self.memory,
-        };
-        let mut request = self.request.clone();
-        if let Some((engine, _)) = &self.engine {
-            request.engine = EngineOptions::for_card(engine, card);
-        }
-        let calibration = match &self.engine {
-            Some((engine, operators)) => {
-                self.stored
-                    .for_engine(card, &node.interconnect, engine, operators)
-            }
-            None => self.stored.for_card(card, &node.interconnect),
-        };
-        let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
-        if !self.bases.iter().any(|(name, _)| *name == card.name) {
-            if let Ok((engine, _)) =
-                super::predict::engine_for(&layout, &calibration, &request.engine, false)
-            {
-                let basis = super::predict::step_basis(&engine, &calibration);
-                self.bases.push((card.name.clone(), basis));
-            }
-        }
-        if !self.calibrations.contains(&calibration.name) {
-            self.calibrations.push(calibration.name.clone());
-        }
-        if self.open_loop {
-            let answer = match predict_rate(&layout, &calibration, &request, &RateSearch::Auto) {
-                Err(rejected) => Err(rejected.reason),
-                Ok(prediction) => match prediction.rate_star {
-                    Some(rate) if rate.rate > 0.0 => {
-                        let e2e = prediction
-                            .curve
-                            .iter()
-                            .find(|level| level.offered_rate == Some(rate.rate))
-                            .map(|level| level.e2e.mean);
-                        Ok(CapacityPoint {
-                            model: model.name.clone(),
-                            card: card.name.clone(),
-                            interconnect: node.interconnect.clone(),
-                            cards_per_node: None,
-                            instances_per_node: None,
-                            instances_per_card: 1,
-                            tp,
-                            users_per_instance: rate.mean_in_flight,
-                            slo: self.request.slo,
-                            think_time: crate::workload::ThinkTime::NONE,
-                            source: PointSource::Predicted,
-                            note: format!(
-                                "Poisson arrivals: R* {:.3} requests/s; {}",
-                                rate.rate, prediction.limit
-                            ),
-                            e2e_mean_s: e2e,
-                            output_tokens: Some(self.request.workload.output_tokens.mean()),
-                            engine: engine_name.clone(),
-                            band: None,
-                            origin: format!(
-                                "predicted R* [{:.3}, {}], {}",
-                                rate.last_pass,
-                                rate.first_fail
-                                    .map_or_else(|| "no fail".to_string(), |f| format!("{f:.3}")),
-                                calibration.name
-                            ),
-                        })
-                    }
-                    _ => Err(format!("predicted R* is 0 ({})", prediction.limit)),
-                },
-            };
-            self.cache.insert(key, answer.clone());
-            return answer;
-        }
-        let answer = match predict(&layout, &calibration, &request) {
-            Err(rejected) => Err(rejected.reason),
-            Ok(prediction) if prediction.c_star == 0 => {
-                Err(format!("predicted C* is 0 ({})", prediction.limit))
-            }
-            Ok(prediction) => Ok(CapacityPoint {
-                band: c_star_range(
-                    &self.bands,
-                    engine_name.as_deref().unwrap_or("generic"),
-                    &prediction.basis,
-                    f64::from(prediction.c_star),
-                ),
-                model: model.name.clone(),
-                card: card.name.clone(),
-                interconnect: node.interconnect.clone(),
-                cards_per_node: None,
-                instances_per_node: None,
-                instances_per_card: 1,
-                tp,
-                users_per_instance: f64::from(prediction.c_star),
-                slo: self.request.slo,
-                think_time: self.request.workload.think_time,
-                source: PointSource::Predicted,
-                note: prediction.limit.clone(),
-                e2e_mean_s: prediction
-                    .curve
-                    .iter()
-                    .find(|level| level.concurrency == prediction.c_star)
-                    .map(|level| level.e2e.mean),
-                output_tokens: Some(self.request.workload.output_tokens.mean()),
-                engine: engine_name.clone(),
-
-                origin: format!(
-                    "predicted [{}, {}], {}",
-                    prediction.last_pass,
-                    prediction
-                        .first_fail
-                        .map_or_else(|| "no fail".to_string(), |f| f.to_string()),
-                    calibration.name
-                ),
-            }),
-        };
+        let request = self.request.clone();
+        let answer =
+            self.predict_with(model, card, &node.interconnect, tp, request, self.open_loop);
         self.cache.insert(key, answer.clone());
         answer
+    }
+
+    fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, u32)]) {
+        let mut jobs: Vec<Job> = Vec::new();
+        for &(model, card, node, tp) in wanted {
+            let key = (
+                model.name.clone(),
+                card.name.clone(),
+                node.interconnect.clone(),
+                tp,
+            );
+            let queued = jobs.iter().any(|job| {
+                job.model.name == model.name
+                    && job.card.name == card.name
+                    && job.interconnect == node.interconnect
+                    && job.tp == tp
+            });
+            if !self.cache.contains_key(&key) && !queued {
+                self.note_basis(model, card, &node.interconnect, tp);
+                jobs.push(Job {
+                    model,
+                    card,
+                    interconnect: node.interconnect.clone(),
+                    tp,
+                    request: self.request.clone(),
+                    open_loop: self.open_loop,
+                });
+            }
+        }
+        let keys: Vec<_> = jobs
+            .iter()
+            .map(|j| {
+                (
+                    j.model.name.clone(),
+                    j.card.name.clone(),
+                    j.interconnect.clone(),
+                    j.tp,
+                )
+            })
+            .collect();
+        let answers = self.compute_all(jobs);
+        self.cache.extend(keys.into_iter().zip(answers));
+    }
+
+    fn predict_like_all(
+        &mut self,
+        measured: &[(&Model, &Card, &CapacityPoint)],
+    ) -> Vec<Result<CapacityPoint, String>> {
+        let mut jobs = Vec::new();
+        for &(model, card, point) in measured {
+            self.note_basis(model, card, &point.interconnect, point.tp);
+            jobs.push(Job {
+                model,
+                card,
+                interconnect: point.interconnect.clone(),
+                tp: point.tp,
+                request: self.request_like(point),
+                open_loop: false,
+            });
+        }
+        self.compute_all(jobs)
+    }
+
+    fn predict_like(
+        &mut self,
+        model: &Model,
+        card: &Card,
+        measured: &CapacityPoint,
+    ) -> Result<CapacityPoint, String> {
+        let request = self.request_like(measured);
+        self.predict_with(
+            model,
+            card,
+            &measured.interconnect,
+            measured.tp,
+            request,
+            false,
+        )
     }
 
     fn assumptions(&self) -> String {
@@ -254,5 +218,241 @@ impl CapacityPredictor for SimPredictor {
                 bases.join("; ")
             }
         )
+    }
+}
+
+/// One prediction to make: a layout and what it is asked under.
+struct Job<'a> {
+    model: &'a Model,
+    card: &'a Card,
+    interconnect: String,
+    tp: u32,
+    request: PredictRequest,
+    open_loop: bool,
+}
+
+impl SimPredictor {
+    /// The request a measured point was measured under: its SLO, think time and (when the
+    /// point knows it) output length; the prompt length is the predictor's.
+    fn request_like(&self, measured: &CapacityPoint) -> PredictRequest {
+        let mut request = self.request.clone();
+        request.slo = measured.slo;
+        request.workload.think_time = measured.think_time;
+        if let Some(tokens) = measured.output_tokens.filter(|t| *t >= 1.0) {
+            request.workload.output_tokens = crate::workload::TokenLengths::Fixed {
+                tokens: tokens.round() as u32,
+            };
+        }
+        request
+    }
+
+    /// Every job's answer, in order; independent and CPU-bound, so spread over the cores.
+    fn compute_all(&self, jobs: Vec<Job>) -> Vec<Result<CapacityPoint, String>> {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(jobs.len());
+        let run = |job: &Job| {
+            self.compute(
+                job.model,
+                job.card,
+                &job.interconnect,
+                job.tp,
+                job.request.clone(),
+                job.open_loop,
+            )
+        };
+        if threads < 2 {
+            return jobs.iter().map(run).collect();
+        }
+        let mut answers: Vec<Option<Result<CapacityPoint, String>>> = vec![None; jobs.len()];
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|worker| {
+                    let (jobs, run) = (&jobs, &run);
+                    scope.spawn(move || {
+                        (worker..jobs.len())
+                            .step_by(threads)
+                            .map(|i| (i, run(&jobs[i])))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                if let Ok(done) = worker.join() {
+                    for (i, answer) in done {
+                        answers[i] = Some(answer);
+                    }
+                }
+            }
+        });
+        answers
+            .into_iter()
+            .zip(&jobs)
+            .map(|(answer, job)| answer.unwrap_or_else(|| run(job)))
+            .collect()
+    }
+
+    /// One prediction of `tp` cards of `card` linked by `interconnect`, for `request`, with
+    /// its step-time basis and calibration noted for the report.
+    fn predict_with(
+        &mut self,
+        model: &Model,
+        card: &Card,
+        interconnect: &str,
+        tp: u32,
+        request: PredictRequest,
+        open_loop: bool,
+    ) -> Result<CapacityPoint, String> {
+        self.note_basis(model, card, interconnect, tp);
+        self.compute(model, card, interconnect, tp, request, open_loop)
+    }
+
+    /// Remembers what `card`'s step times rest on and which calibration applies (once each).
+    fn note_basis(&mut self, model: &Model, card: &Card, interconnect: &str, tp: u32) {
+        let layout = Layout {
+            model,
+            card,
+            interconnect: interconnect.to_string(),
+            tp,
+            memory: self.memory,
+        };
+        let (options, calibration) = self.setup(card, interconnect);
+        if !self.bases.iter().any(|(name, _)| *name == card.name) {
+            if let Ok((engine, _)) =
+                super::predict::engine_for(&layout, &calibration, &options, false)
+            {
+                let basis = super::predict::step_basis(&engine, &calibration);
+                self.bases.push((card.name.clone(), basis));
+            }
+        }
+        if !self.calibrations.contains(&calibration.name) {
+            self.calibrations.push(calibration.name.clone());
+        }
+    }
+
+    /// The scheduler options and calibration a prediction on `card` uses.
+    fn setup(&self, card: &Card, interconnect: &str) -> (EngineOptions, Calibration) {
+        let options = match &self.engine {
+            Some((engine, _)) => EngineOptions::for_card(engine, card),
+            None => self.request.engine,
+        };
+        let calibration = match &self.engine {
+            Some((engine, operators)) => {
+                self.stored
+                    .for_engine(card, interconnect, engine, operators)
+            }
+            None => self.stored.for_card(card, interconnect),
+        };
+        (options, calibration)
+    }
+
+    /// The prediction itself: no bookkeeping, so several run at once (see `prepare`).
+    fn compute(
+        &self,
+        model: &Model,
+        card: &Card,
+        interconnect: &str,
+        tp: u32,
+        mut request: PredictRequest,
+        open_loop: bool,
+    ) -> Result<CapacityPoint, String> {
+        let layout = Layout {
+            model,
+            card,
+            interconnect: interconnect.to_string(),
+            tp,
+            memory: self.memory,
+        };
+        let (options, calibration) = self.setup(card, interconnect);
+        request.engine = options;
+        let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
+        if open_loop {
+            let answer = match predict_rate(&layout, &calibration, &request, &RateSearch::Auto) {
+                Err(rejected) => Err(rejected.reason),
+                Ok(prediction) => match prediction.rate_star {
+                    Some(rate) if rate.rate > 0.0 => {
+                        let e2e = prediction
+                            .curve
+                            .iter()
+                            .find(|level| level.offered_rate == Some(rate.rate))
+                            .map(|level| level.e2e.mean);
+                        Ok(CapacityPoint {
+                            model: model.name.clone(),
+                            card: card.name.clone(),
+                            interconnect: interconnect.to_string(),
+                            cards_per_node: None,
+                            instances_per_node: None,
+                            instances_per_card: 1,
+                            tp,
+                            users_per_instance: rate.mean_in_flight,
+                            slo: request.slo,
+                            think_time: crate::workload::ThinkTime::NONE,
+                            source: PointSource::Predicted,
+                            note: format!(
+                                "Poisson arrivals: R* {:.3} requests/s; {}",
+                                rate.rate, prediction.limit
+                            ),
+                            e2e_mean_s: e2e,
+                            output_tokens: Some(request.workload.output_tokens.mean()),
+                            engine: engine_name.clone(),
+                            band: None,
+                            origin: format!(
+                                "predicted R* [{:.3}, {}], {}",
+                                rate.last_pass,
+                                rate.first_fail
+                                    .map_or_else(|| "no fail".to_string(), |f| format!("{f:.3}")),
+                                calibration.name
+                            ),
+                        })
+                    }
+                    _ => Err(format!("predicted R* is 0 ({})", prediction.limit)),
+                },
+            };
+            return answer;
+        }
+        let answer = match predict(&layout, &calibration, &request) {
+            Err(rejected) => Err(rejected.reason),
+            Ok(prediction) if prediction.c_star == 0 => {
+                Err(format!("predicted C* is 0 ({})", prediction.limit))
+            }
+            Ok(prediction) => Ok(CapacityPoint {
+                band: c_star_range(
+                    &self.bands,
+                    engine_name.as_deref().unwrap_or("generic"),
+                    &prediction.basis,
+                    f64::from(prediction.c_star),
+                ),
+                model: model.name.clone(),
+                card: card.name.clone(),
+                interconnect: interconnect.to_string(),
+                cards_per_node: None,
+                instances_per_node: None,
+                instances_per_card: 1,
+                tp,
+                users_per_instance: f64::from(prediction.c_star),
+                slo: request.slo,
+                think_time: request.workload.think_time,
+                source: PointSource::Predicted,
+                note: prediction.limit.clone(),
+                e2e_mean_s: prediction
+                    .curve
+                    .iter()
+                    .find(|level| level.concurrency == prediction.c_star)
+                    .map(|level| level.e2e.mean),
+                output_tokens: Some(request.workload.output_tokens.mean()),
+                engine: engine_name.clone(),
+
+                origin: format!(
+                    "predicted [{}, {}], {}",
+                    prediction.last_pass,
+                    prediction
+                        .first_fail
+                        .map_or_else(|| "no fail".to_string(), |f| f.to_string()),
+                    calibration.name
+                ),
+            }),
+        };
+        answer
     }
 }

@@ -17,7 +17,6 @@
 //! plan varies.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -71,10 +70,23 @@ pub struct OperatorStep {
     memo: RefCell<Memo>,
 }
 
+/// Indexed by token count (CUDA-graph and eager all-reduce apart): the counts are small
+/// integers, and a lookup is a step's most frequent operation.
 #[derive(Debug, Clone, Default)]
 struct Memo {
-    layer: HashMap<(u64, bool), (f64, f64)>,
-    lm_head: HashMap<u64, f64>,
+    layer: [Vec<Option<(f64, f64)>>; 2],
+    lm_head: Vec<Option<f64>>,
+}
+
+fn remembered<T: Copy>(table: &[Option<T>], key: usize) -> Option<T> {
+    table.get(key).copied().flatten()
+}
+
+fn remember<T: Copy>(table: &mut Vec<Option<T>>, key: usize, value: T) {
+    if table.len() <= key {
+        table.resize(key + 1, None);
+    }
+    table[key] = Some(value);
 }
 
 /// Where one iteration's kernel time goes, seconds (overhead excluded).
@@ -202,8 +214,8 @@ impl OperatorStep {
 
     /// One layer's weight GEMMs and all-reduces for `m` tokens, µs (remembered by `m`).
     fn layer_us(&self, m: f64, graph: bool) -> (f64, f64) {
-        let key = (m.round().max(1.0) as u64, graph);
-        if let Some(&known) = self.memo.borrow().layer.get(&key) {
+        let key = m.round().max(1.0) as usize;
+        if let Some(known) = remembered(&self.memo.borrow().layer[usize::from(graph)], key) {
             return known;
         }
         let mut gemm =
@@ -231,24 +243,25 @@ impl OperatorStep {
         } else {
             0.0
         };
-        self.memo
-            .borrow_mut()
-            .layer
-            .insert(key, (gemm, communication));
+        remember(
+            &mut self.memo.borrow_mut().layer[usize::from(graph)],
+            key,
+            (gemm, communication),
+        );
         (gemm, communication)
     }
 
     /// The LM head over `sampled` sequences, µs (remembered).
     fn lm_head_us(&self, sampled: f64) -> f64 {
-        let key = sampled.round().max(1.0) as u64;
-        if let Some(&known) = self.memo.borrow().lm_head.get(&key) {
+        let key = sampled.round().max(1.0) as usize;
+        if let Some(known) = remembered(&self.memo.borrow().lm_head, key) {
             return known;
         }
         let value = self
             .tables
             .gemm_us("bf16", sampled, self.vocab_n, self.hidden)
             .unwrap_or(0.0);
-        self.memo.borrow_mut().lm_head.insert(key, value);
+        remember(&mut self.memo.borrow_mut().lm_head, key, value);
         value
     }
 

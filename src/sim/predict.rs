@@ -430,7 +430,7 @@ pub fn evaluate_level(
         warmup_requests: users.max(10),
         // Enough for a stable p90/p99 at small concurrency, about 3 rounds of every user at
         // large, capped to keep a prediction well under a second.
-        measured_requests: (3 * users).clamp(300, 3000),
+        measured_requests: (3 * users).clamp(60, 3000),
         seed: request.seed,
         client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
         stagger_s,
