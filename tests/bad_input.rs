@@ -29,6 +29,23 @@ fn solve(extra: &[&str]) -> common::Run {
     capplan(&args)
 }
 
+/// `predict` of llama-3.1-8b on `card` at TTFT ≤ 2 s, with `extra` flags; `global` flags go
+/// before the command.
+fn predict_8b(global: &[&str], card: &str, extra: &[&str]) -> common::Run {
+    let mut args = global.to_vec();
+    args.extend([
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        card,
+        "--ttft",
+        "2s",
+    ]);
+    args.extend(extra);
+    capplan(&args)
+}
+
 #[test]
 fn unknown_card_suggests_the_nearest() {
     assert_input_error(
@@ -238,17 +255,7 @@ fn probe_load_shapes_that_cannot_work() {
 
 #[test]
 fn an_unknown_engine_names_the_valid_ones() {
-    let run = capplan(&[
-        "predict",
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "H100-SXM",
-        "--ttft",
-        "2s",
-        "--engine",
-        "vlm",
-    ]);
+    let run = predict_8b(&[], "H100-SXM", &["--engine", "vlm"]);
     assert_input_error(&run, &["unknown engine 'vlm'", "vllm"]);
     assert_input_error(
         &solve(&["--users", "100", "--engine", "tensorrt"]),
@@ -260,17 +267,7 @@ fn an_unknown_engine_names_the_valid_ones() {
 fn a_dtype_the_card_cannot_run_is_refused() {
     // A100 has no FP8 tensor cores; FP4 needs Blackwell.
     for (card, dtype, needs) in [("A100-80G-SXM", "fp8", "FP8"), ("H100-SXM", "fp4", "FP4")] {
-        let run = capplan(&[
-            "predict",
-            "--model",
-            "llama-3.1-8b",
-            "--card",
-            card,
-            "--ttft",
-            "2s",
-            "--dtype",
-            dtype,
-        ]);
+        let run = predict_8b(&[], card, &["--dtype", dtype]);
         assert_input_error(&run, &[card, dtype, needs]);
     }
 }
@@ -286,17 +283,7 @@ fn a_malformed_operator_table_names_its_file_and_line() {
     )
     .unwrap();
     let hardware = dir.to_str().unwrap();
-    let run = capplan(&[
-        "--hardware",
-        hardware,
-        "predict",
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "H100-SXM",
-        "--ttft",
-        "2s",
-    ]);
+    let run = predict_8b(&["--hardware", hardware], "H100-SXM", &[]);
     assert_input_error(&run, &["vllm.csv:4", "'x' is not a number"]);
     // An engines.toml with an impossible value is refused the same way.
     std::fs::remove_dir_all(dir.join("operators")).unwrap();

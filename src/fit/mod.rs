@@ -7,6 +7,7 @@ pub mod curve;
 pub mod fitted;
 pub mod knee;
 pub mod latency;
+pub mod simplex;
 pub mod usl;
 
 pub use capacity::{capacity_at, CapacityEstimate, CapacityGap, Limits};

@@ -12,8 +12,7 @@
 //! similar scale (λ ~ 10–1000, σ ~ 1e-2, κ ~ 1e-6 would otherwise differ by 9 orders), from
 //! several starting points, keeping the best.
 
-use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
-use argmin::solver::neldermead::NelderMead;
+use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
 
 /// A fitted USL curve.
@@ -61,20 +60,8 @@ impl CostFunction for Problem<'_> {
 }
 
 fn minimise(points: &[(f64, f64)], start: [f64; 3]) -> Option<(Vec<f64>, f64)> {
-    let origin = start.to_vec();
-    let mut simplex = vec![origin.clone()];
-    for index in 0..3 {
-        let mut vertex = origin.clone();
-        vertex[index] += 0.5;
-        simplex.push(vertex);
-    }
-    let solver = NelderMead::new(simplex).with_sd_tolerance(1e-12).ok()?;
-    let result = Executor::new(Problem { points }, solver)
-        .configure(|state| state.max_iters(3000))
-        .run()
-        .ok()?;
-    let state = result.state();
-    Some((state.get_best_param()?.clone(), state.get_best_cost()))
+    let minimum = super::simplex::minimise(Problem { points }, &start, 0.5, 1e-12, 3000).ok()?;
+    Some((minimum.best?, minimum.cost))
 }
 
 /// Fits (concurrency, throughput) points; `None` with fewer than 3 usable points.

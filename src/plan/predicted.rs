@@ -22,27 +22,14 @@ pub trait CapacityPredictor {
         let _ = wanted;
     }
 
-    /// The predicted C* of the layout `measured` was measured on, at its own SLO, think time
-    /// and output length (the prompt length is the predictor's): what the planner sets beside
-    /// the measurement to correct the predictions for that card. `Err` says why there is none.
-    fn predict_like(
-        &mut self,
-        model: &Model,
-        card: &Card,
-        measured: &CapacityPoint,
-    ) -> Result<CapacityPoint, String>;
-
-    /// [`CapacityPredictor::predict_like`] for several points (at once where the predictor
-    /// can), answers in order.
+    /// The predicted C* of each layout a point in `measured` was measured on, at the point's
+    /// own SLO, think time and output length (the prompt length is the predictor's), answers in
+    /// order: what the planner sets beside each measurement to correct the predictions for that
+    /// card. `Err` says why there is none.
     fn predict_like_all(
         &mut self,
         measured: &[(&Model, &Card, &CapacityPoint)],
-    ) -> Vec<Result<CapacityPoint, String>> {
-        measured
-            .iter()
-            .map(|&(model, card, point)| self.predict_like(model, card, point))
-            .collect()
-    }
+    ) -> Vec<Result<CapacityPoint, String>>;
 
     /// The assumptions behind every prediction (workload, SLO, calibration), for the report.
     fn assumptions(&self) -> String;

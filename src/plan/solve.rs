@@ -15,7 +15,7 @@ use super::predicted::CapacityPredictor;
 use super::split::NodeSplit;
 use crate::catalog::memory::memory_fit;
 use crate::catalog::names::{find, suggestion};
-use crate::catalog::{Catalog, MemoryOptions, Model, Node};
+use crate::catalog::{Card, Catalog, MemoryOptions, Model, Node};
 use crate::error::InputError;
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
@@ -170,13 +170,7 @@ pub fn solve(
                     continue;
                 };
                 for split in NodeSplit::all_for(node.cards_per_node) {
-                    let measured = usable.iter().any(|p| {
-                        p.model == model.name
-                            && p.card == card.name
-                            && p.tp == split.tp
-                            && p.instances_per_card == 1
-                            && node.runs_like(&p.interconnect, p.tp)
-                    });
+                    let measured = usable.iter().any(|p| serves(p, model, card, node, &split));
                     if split.per_card == 1
                         && !measured
                         && memory_fit(model, &card.shared_by(1), split.tp, &request.memory).is_ok()
@@ -352,6 +346,22 @@ fn chosen_nodes<'a>(
     Ok(nodes)
 }
 
+/// Whether `point` measured this split of `node`: same model, card, TP and cards shared, on
+/// cards linked the same way (see the module doc).
+fn serves(
+    point: &CapacityPoint,
+    model: &Model,
+    card: &Card,
+    node: &Node,
+    split: &NodeSplit,
+) -> bool {
+    point.model == model.name
+        && point.card == card.name
+        && point.tp == split.tp
+        && point.instances_per_card == split.per_card
+        && node.runs_like(&point.interconnect, point.tp)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn plan_node(
     catalog: &Catalog,
@@ -388,13 +398,10 @@ fn plan_node(
             .map(|k| NodeSplit::shared_cards(node.cards_per_node, k)),
     );
     for split in splits {
-        let candidates = usable.iter().copied().filter(|p| {
-            p.model == model.name
-                && p.card == card.name
-                && p.tp == split.tp
-                && p.instances_per_card == split.per_card
-                && node.runs_like(&p.interconnect, p.tp)
-        });
+        let candidates = usable
+            .iter()
+            .copied()
+            .filter(|p| serves(p, model, card, node, &split));
         let share = card.shared_by(split.per_card);
         if let Err(rejected) = memory_fit(model, &share, split.tp, &request.memory) {
             for point in candidates {

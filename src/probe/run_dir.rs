@@ -187,14 +187,7 @@ pub fn append_step(dir: &Path, step: &StepSummary) -> std::io::Result<()> {
         step.batch.to_string(),
         format!("{:.4}", step.requests_per_s * f64::from(step.batch)),
         step.stable.map(|s| s.to_string()).unwrap_or_default(),
-        if step.late {
-            "late".to_string()
-        } else {
-            serde_json::to_value(step.verdict.verdict)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default()
-        },
+        step.verdict_label(),
         step.stopped_early.to_string(),
         step.sent.to_string(),
         format!("{:.3}", step.server_seconds),

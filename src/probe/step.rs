@@ -125,6 +125,18 @@ pub struct StepSummary {
 }
 
 impl StepSummary {
+    /// The verdict as written in `steps.csv` and the table: `pass`, `fail`, `inconclusive`,
+    /// or `late` for a level run again because the machine ran late.
+    pub fn verdict_label(&self) -> String {
+        if self.late {
+            return "late".to_string();
+        }
+        serde_json::to_value(self.verdict.verdict)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    }
+
     /// Whether the step failed only by what its delivery delay could explain: every limit it
     /// broke is on TTFT or E2E (both carry the delay), and each would not be confidently broken
     /// with the delay taken off. A time-scaled simulator on a busy machine fails steps this way;

@@ -56,14 +56,7 @@ impl Report for ProbeReport {
             rows: Vec::new(),
         };
         for step in &self.steps {
-            let verdict = if step.late {
-                "late".to_string()
-            } else {
-                serde_json::to_value(step.verdict.verdict)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            };
+            let verdict = step.verdict_label();
             let why = match (step.late, step.delivery_delay_s) {
                 (true, Some(delay)) => format!(
                     "{} (failed by no more than the {} first tokens went out late on a busy machine; run again)",

@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
-use argmin::solver::neldermead::NelderMead;
+use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
+
+use crate::fit::simplex::minimise;
 
 use super::engine::EngineOptions;
 use super::perf::{default_hop_latency_us, Efficiency};
@@ -209,18 +210,8 @@ pub fn calibrate(
     };
     let origin = start.to_log();
     // A simplex of the start and one step of ×e^1 along each factor.
-    let mut simplex = vec![origin.clone()];
-    for index in 0..origin.len() {
-        let mut vertex = origin.clone();
-        vertex[index] += 1.0;
-        simplex.push(vertex);
-    }
-    let solver = NelderMead::new(simplex).with_sd_tolerance(1e-5)?;
-    let result = Executor::new(problem, solver)
-        .configure(|state| state.max_iters(max_iterations))
-        .run()?;
-    let state = result.state();
-    let best = state.get_best_param().cloned().unwrap_or(origin);
+    let minimum = minimise(problem, &origin, 1.0, 1e-5, max_iterations)?;
+    let best = minimum.best.unwrap_or(origin);
     let factors = start.with_log(&best);
     let residuals = observations
         .iter()
@@ -229,6 +220,6 @@ pub fn calibrate(
     Ok(CalibrationFit {
         factors,
         residuals,
-        evaluations: state.get_iter(),
+        evaluations: minimum.iterations,
     })
 }

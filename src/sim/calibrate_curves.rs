@@ -7,9 +7,10 @@
 //! over every level and metric. Means, not percentiles: they are what the model's step times
 //! drive directly, and they are the least noisy figure a level has.
 
-use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
-use argmin::solver::neldermead::NelderMead;
+use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
+
+use crate::fit::simplex::minimise;
 
 use super::calibrate::CalibratedFactors;
 use super::engine::EngineOptions;
@@ -192,18 +193,8 @@ pub fn calibrate_curves(
         prior_weight: 0.01,
     };
     let origin = start.to_log();
-    let mut simplex = vec![origin.clone()];
-    for index in 0..origin.len() {
-        let mut vertex = origin.clone();
-        vertex[index] += 0.7;
-        simplex.push(vertex);
-    }
-    let solver = NelderMead::new(simplex).with_sd_tolerance(1e-4)?;
-    let result = Executor::new(problem, solver)
-        .configure(|state| state.max_iters(max_iterations))
-        .run()?;
-    let state = result.state();
-    let best = state.get_best_param().cloned().unwrap_or(origin);
+    let minimum = minimise(problem, &origin, 0.7, 1e-4, max_iterations)?;
+    let best = minimum.best.unwrap_or(origin);
     let factors = start.with_log(&best);
     let all = |f: &CalibratedFactors| -> Vec<LevelComparison> {
         observations.iter().flat_map(|o| compare(o, f, 1)).collect()
@@ -215,6 +206,6 @@ pub fn calibrate_curves(
         factors,
         before,
         after,
-        evaluations: state.get_iter(),
+        evaluations: minimum.iterations,
     })
 }

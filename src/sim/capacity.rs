@@ -95,61 +95,28 @@ impl CapacityPredictor for SimPredictor {
         node: &Node,
         tp: u32,
     ) -> Result<CapacityPoint, String> {
-        let key = (
-            model.name.clone(),
-            card.name.clone(),
-            node.interconnect.clone(),
-            tp,
-        );
-        if let Some(known) = self.cache.get(&key) {
+        let job = self.job(model, card, &node.interconnect, tp);
+        if let Some(known) = self.cache.get(&job.key()) {
             return known.clone();
         }
-        let request = self.request.clone();
-        let answer =
-            self.predict_with(model, card, &node.interconnect, tp, request, self.open_loop);
-        self.cache.insert(key, answer.clone());
+        self.note_basis(&job);
+        let answer = self.compute(&job);
+        self.cache.insert(job.key(), answer.clone());
         answer
     }
 
     fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, u32)]) {
         let mut jobs: Vec<Job> = Vec::new();
         for &(model, card, node, tp) in wanted {
-            let key = (
-                model.name.clone(),
-                card.name.clone(),
-                node.interconnect.clone(),
-                tp,
-            );
-            let queued = jobs.iter().any(|job| {
-                job.model.name == model.name
-                    && job.card.name == card.name
-                    && job.interconnect == node.interconnect
-                    && job.tp == tp
-            });
-            if !self.cache.contains_key(&key) && !queued {
-                self.note_basis(model, card, &node.interconnect, tp);
-                jobs.push(Job {
-                    model,
-                    card,
-                    interconnect: node.interconnect.clone(),
-                    tp,
-                    request: self.request.clone(),
-                    open_loop: self.open_loop,
-                });
+            let job = self.job(model, card, &node.interconnect, tp);
+            let key = job.key();
+            if !self.cache.contains_key(&key) && !jobs.iter().any(|j| j.key() == key) {
+                self.note_basis(&job);
+                jobs.push(job);
             }
         }
-        let keys: Vec<_> = jobs
-            .iter()
-            .map(|j| {
-                (
-                    j.model.name.clone(),
-                    j.card.name.clone(),
-                    j.interconnect.clone(),
-                    j.tp,
-                )
-            })
-            .collect();
-        let answers = self.compute_all(jobs);
+        let keys: Vec<Key> = jobs.iter().map(Job::key).collect();
+        let answers = self.compute_all(&jobs);
         self.cache.extend(keys.into_iter().zip(answers));
     }
 
@@ -159,34 +126,13 @@ impl CapacityPredictor for SimPredictor {
     ) -> Vec<Result<CapacityPoint, String>> {
         let mut jobs = Vec::new();
         for &(model, card, point) in measured {
-            self.note_basis(model, card, &point.interconnect, point.tp);
-            jobs.push(Job {
-                model,
-                card,
-                interconnect: point.interconnect.clone(),
-                tp: point.tp,
-                request: self.request_like(point),
-                open_loop: false,
-            });
+            let mut job = self.job(model, card, &point.interconnect, point.tp);
+            job.request = self.request_like(point);
+            job.open_loop = false;
+            self.note_basis(&job);
+            jobs.push(job);
         }
-        self.compute_all(jobs)
-    }
-
-    fn predict_like(
-        &mut self,
-        model: &Model,
-        card: &Card,
-        measured: &CapacityPoint,
-    ) -> Result<CapacityPoint, String> {
-        let request = self.request_like(measured);
-        self.predict_with(
-            model,
-            card,
-            &measured.interconnect,
-            measured.tp,
-            request,
-            false,
-        )
+        self.compute_all(&jobs)
     }
 
     fn assumptions(&self) -> String {
@@ -221,6 +167,9 @@ impl CapacityPredictor for SimPredictor {
     }
 }
 
+/// What a prediction is remembered by: model, card, interconnect and TP.
+type Key = (String, String, String, u32);
+
 /// One prediction to make: a layout and what it is asked under.
 struct Job<'a> {
     model: &'a Model,
@@ -229,6 +178,27 @@ struct Job<'a> {
     tp: u32,
     request: PredictRequest,
     open_loop: bool,
+}
+
+impl Job<'_> {
+    fn key(&self) -> Key {
+        (
+            self.model.name.clone(),
+            self.card.name.clone(),
+            self.interconnect.clone(),
+            self.tp,
+        )
+    }
+
+    fn layout(&self, memory: MemoryOptions) -> Layout<'_> {
+        Layout {
+            model: self.model,
+            card: self.card,
+            interconnect: self.interconnect.clone(),
+            tp: self.tp,
+            memory,
+        }
+    }
 }
 
 impl SimPredictor {
@@ -246,34 +216,36 @@ impl SimPredictor {
         request
     }
 
+    /// The job of predicting `tp` cards of `card` linked by `interconnect`, asked as the
+    /// predictor was set up.
+    fn job<'a>(&self, model: &'a Model, card: &'a Card, interconnect: &str, tp: u32) -> Job<'a> {
+        Job {
+            model,
+            card,
+            interconnect: interconnect.to_string(),
+            tp,
+            request: self.request.clone(),
+            open_loop: self.open_loop,
+        }
+    }
+
     /// Every job's answer, in order; independent and CPU-bound, so spread over the cores.
-    fn compute_all(&self, jobs: Vec<Job>) -> Vec<Result<CapacityPoint, String>> {
+    fn compute_all(&self, jobs: &[Job]) -> Vec<Result<CapacityPoint, String>> {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
             .min(jobs.len());
-        let run = |job: &Job| {
-            self.compute(
-                job.model,
-                job.card,
-                &job.interconnect,
-                job.tp,
-                job.request.clone(),
-                job.open_loop,
-            )
-        };
         if threads < 2 {
-            return jobs.iter().map(run).collect();
+            return jobs.iter().map(|job| self.compute(job)).collect();
         }
         let mut answers: Vec<Option<Result<CapacityPoint, String>>> = vec![None; jobs.len()];
         std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|worker| {
-                    let (jobs, run) = (&jobs, &run);
                     scope.spawn(move || {
                         (worker..jobs.len())
                             .step_by(threads)
-                            .map(|i| (i, run(&jobs[i])))
+                            .map(|i| (i, self.compute(&jobs[i])))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -288,42 +260,21 @@ impl SimPredictor {
         });
         answers
             .into_iter()
-            .zip(&jobs)
-            .map(|(answer, job)| answer.unwrap_or_else(|| run(job)))
+            .zip(jobs)
+            .map(|(answer, job)| answer.unwrap_or_else(|| self.compute(job)))
             .collect()
     }
 
-    /// One prediction of `tp` cards of `card` linked by `interconnect`, for `request`, with
-    /// its step-time basis and calibration noted for the report.
-    fn predict_with(
-        &mut self,
-        model: &Model,
-        card: &Card,
-        interconnect: &str,
-        tp: u32,
-        request: PredictRequest,
-        open_loop: bool,
-    ) -> Result<CapacityPoint, String> {
-        self.note_basis(model, card, interconnect, tp);
-        self.compute(model, card, interconnect, tp, request, open_loop)
-    }
-
-    /// Remembers what `card`'s step times rest on and which calibration applies (once each).
-    fn note_basis(&mut self, model: &Model, card: &Card, interconnect: &str, tp: u32) {
-        let layout = Layout {
-            model,
-            card,
-            interconnect: interconnect.to_string(),
-            tp,
-            memory: self.memory,
-        };
-        let (options, calibration) = self.setup(card, interconnect);
-        if !self.bases.iter().any(|(name, _)| *name == card.name) {
+    /// Remembers what the job's card's step times rest on and which calibration applies
+    /// (once each).
+    fn note_basis(&mut self, job: &Job) {
+        let (options, calibration) = self.setup(job.card, &job.interconnect);
+        if !self.bases.iter().any(|(name, _)| *name == job.card.name) {
             if let Ok((engine, _)) =
-                super::predict::engine_for(&layout, &calibration, &options, false)
+                super::predict::engine_for(&job.layout(self.memory), &calibration, &options, false)
             {
                 let basis = super::predict::step_basis(&engine, &calibration);
-                self.bases.push((card.name.clone(), basis));
+                self.bases.push((job.card.name.clone(), basis));
             }
         }
         if !self.calibrations.contains(&calibration.name) {
@@ -348,26 +299,15 @@ impl SimPredictor {
     }
 
     /// The prediction itself: no bookkeeping, so several run at once (see `prepare`).
-    fn compute(
-        &self,
-        model: &Model,
-        card: &Card,
-        interconnect: &str,
-        tp: u32,
-        mut request: PredictRequest,
-        open_loop: bool,
-    ) -> Result<CapacityPoint, String> {
-        let layout = Layout {
-            model,
-            card,
-            interconnect: interconnect.to_string(),
-            tp,
-            memory: self.memory,
-        };
+    fn compute(&self, job: &Job) -> Result<CapacityPoint, String> {
+        let (model, card, interconnect, tp) =
+            (job.model, job.card, job.interconnect.as_str(), job.tp);
+        let layout = job.layout(self.memory);
         let (options, calibration) = self.setup(card, interconnect);
+        let mut request = job.request.clone();
         request.engine = options;
         let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
-        if open_loop {
+        if job.open_loop {
             let answer = match predict_rate(&layout, &calibration, &request, &RateSearch::Auto) {
                 Err(rejected) => Err(rejected.reason),
                 Ok(prediction) => match prediction.rate_star {

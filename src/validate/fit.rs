@@ -11,9 +11,10 @@
 //! mean TTFT and mean TPOT over the fit rows, by Nelder–Mead in log space; the rows it is
 //! scored on elsewhere are never among them.
 
-use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
-use argmin::solver::neldermead::NelderMead;
+use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
+
+use crate::fit::simplex::minimise;
 
 use super::{predict_rows, row_errors, Comparison};
 use crate::catalog::{Catalog, EngineProfile};
@@ -102,18 +103,8 @@ pub fn fit_overheads(
         base.step_overhead_ms.max(0.05).ln(),
         base.seq_overhead_us.max(0.05).ln(),
     ];
-    let mut simplex = vec![start.clone()];
-    for index in 0..start.len() {
-        let mut vertex = start.clone();
-        vertex[index] += 1.0;
-        simplex.push(vertex);
-    }
-    let solver = NelderMead::new(simplex).with_sd_tolerance(1e-4)?;
-    let result = Executor::new(problem, solver)
-        .configure(|state| state.max_iters(max_iterations))
-        .run()?;
-    let state = result.state();
-    let best = state.get_best_param().cloned().unwrap_or(start);
+    let minimum = minimise(problem, &start, 1.0, 1e-4, max_iterations)?;
+    let best = minimum.best.unwrap_or(start);
     let problem = Problem {
         catalog,
         rows,
@@ -130,7 +121,7 @@ pub fn fit_overheads(
             seq_overhead_us: fitted.seq_overhead_us,
             rms_log_error_before: before,
             rms_log_error_after: after,
-            evaluations: state.get_iter(),
+            evaluations: minimum.iterations,
         },
     ))
 }

@@ -10,13 +10,13 @@
 
 use std::collections::BTreeMap;
 
-use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
-use argmin::solver::neldermead::NelderMead;
+use argmin::core::{CostFunction, Error as ArgminError};
 use serde::{Deserialize, Serialize};
 
 use super::score::{relative_error, ErrorStats};
 use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions};
 use crate::error::InputError;
+use crate::fit::simplex::minimise;
 use crate::sim::engine::EngineOptions;
 use crate::sim::predict::{engine_for, Calibration, Layout};
 use crate::sim::StepWork;
@@ -192,28 +192,15 @@ fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepPara
         roofline_memory: 0.75,
     };
     let origin = start.to_log();
-    let mut simplex = vec![origin.clone()];
-    for index in 0..origin.len() {
-        let mut vertex = origin.clone();
-        vertex[index] += 0.5;
-        simplex.push(vertex);
-    }
     let problem = Problem {
         catalog,
         engine,
         rows,
     };
-    let Ok(solver) = NelderMead::new(simplex).with_sd_tolerance(1e-5) else {
-        return start;
-    };
-    match Executor::new(problem, solver)
-        .configure(|state| state.max_iters(400))
-        .run()
-    {
-        Ok(result) => result
-            .state()
-            .get_best_param()
-            .map(|p| StepParameters::from_log(p))
+    match minimise(problem, &origin, 0.5, 1e-5, 400) {
+        Ok(minimum) => minimum
+            .best
+            .map(|p| StepParameters::from_log(&p))
             .unwrap_or(start),
         Err(_) => start,
     }
