@@ -31,6 +31,42 @@ impl std::fmt::Display for StepMix {
     }
 }
 
+/// What KV-cache space a request must find free before it is admitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KvReservation {
+    /// Room for its prompt; decoding grows into what is free and preempts the youngest
+    /// sequence when that runs out (vLLM, SGLang, TGI).
+    #[default]
+    Prompt,
+    /// Room for its prompt and every token it may generate, reserved up front: nothing is
+    /// ever preempted, and a request waits while the running ones' reservations fill the
+    /// cache (TensorRT-LLM's default `GUARANTEED_NO_EVICT` capacity scheduler).
+    WholeRequest,
+}
+
+impl std::fmt::Display for KvReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KvReservation::Prompt => "prompt",
+            KvReservation::WholeRequest => "whole-request",
+        })
+    }
+}
+
+/// How an FP8 GEMM's input activations get their scale.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActivationScales {
+    /// Computed per batch before each GEMM: a reduction over the activation, one more kernel
+    /// per GEMM (what the collected FP8 GEMM timings include).
+    #[default]
+    Dynamic,
+    /// Calibrated into the checkpoint (NVIDIA ModelOpt FP8): the input is quantised with a
+    /// stored scale, and the reduction is skipped.
+    Static,
+}
+
 /// When waiting requests may join a running batch.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -133,6 +169,12 @@ pub struct EngineProfile {
     /// When waiting requests may join: `continuous`, or `delayed:STEPS,RATIO` (TGI).
     #[serde(with = "admission_text")]
     pub admission: Admission,
+    /// KV space a request needs free to be admitted: `prompt` (default) or `whole-request`.
+    #[serde(default)]
+    pub kv_reservation: KvReservation,
+    /// How FP8 weights' input activations are scaled: `dynamic` (default) or `static`.
+    #[serde(default)]
+    pub fp8_activation_scales: ActivationScales,
     /// Decode batches up to this size run as captured CUDA graphs, padded up to the next
     /// size in `cuda_graph_sizes`; larger ones run eagerly at their own size.
     pub cuda_graph_sizes: Vec<u32>,
@@ -173,13 +215,17 @@ impl EngineProfile {
     /// per step, mixed prefill)`.
     pub fn summary(&self) -> String {
         format!(
-            "{} ({}; {} running, {} tokens per step, {} prefill{}, {:.2} ms + {:.0} µs/sequence per step)",
+            "{} ({}; {} running, {} tokens per step, {} prefill{}{}, {:.2} ms + {:.0} µs/sequence per step)",
             self.name,
             self.describes,
             self.max_running,
             self.token_budget,
             self.step_mix,
             if self.chunked_prefill { ", chunked" } else { ", whole prompts" },
+            match self.kv_reservation {
+                KvReservation::Prompt => "",
+                KvReservation::WholeRequest => ", KV reserved for whole requests",
+            },
             self.step_overhead_ms,
             self.seq_overhead_us,
         )
@@ -237,6 +283,8 @@ mod tests {
             chunked_prefill: true,
             step_mix: StepMix::Mixed,
             admission: Admission::Continuous,
+            kv_reservation: KvReservation::Prompt,
+            fp8_activation_scales: ActivationScales::Dynamic,
             cuda_graph_sizes: sizes,
             memory_utilization: 0.9,
             step_overhead_ms: 1.0,

@@ -13,7 +13,10 @@ pub mod operators;
 
 pub use card::{Card, EfficiencyOverrides};
 pub use dtype::Dtype;
-pub use engine::{Admission, EngineProfile, LargeCardDefaults, StepMix, DEFAULT_ENGINE};
+pub use engine::{
+    ActivationScales, Admission, EngineProfile, KvReservation, LargeCardDefaults, StepMix,
+    DEFAULT_ENGINE,
+};
 pub use memory::{memory_fit, MemoryFit, MemoryOptions};
 pub use model::Model;
 pub use node::Node;

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::perf::{PerfModel, StepTime, StepWork};
 
 pub use crate::catalog::engine::Admission;
-use crate::catalog::{EngineProfile, StepMix};
+use crate::catalog::{EngineProfile, KvReservation, StepMix};
 
 /// Scheduler settings: an engine profile's defaults, with what the user overrode.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -29,6 +29,8 @@ pub struct EngineOptions {
     /// Most tokens one iteration processes (vLLM `max_num_batched_tokens`). Default 2048.
     pub token_budget: u64,
     pub admission: Admission,
+    /// What KV space a request must find free to be admitted.
+    pub kv_reservation: KvReservation,
     /// Whether prompt chunks ride along with decodes or run in iterations of their own.
     pub step_mix: StepMix,
     /// Whether a prompt longer than the budget is split over iterations.
@@ -43,6 +45,7 @@ impl Default for EngineOptions {
             max_running: 256,
             token_budget: 2048,
             admission: Admission::Continuous,
+            kv_reservation: KvReservation::Prompt,
             step_mix: StepMix::Mixed,
             chunked_prefill: true,
         }
@@ -67,6 +70,7 @@ impl EngineOptions {
             max_running: profile.max_running,
             token_budget: profile.token_budget,
             admission: profile.admission,
+            kv_reservation: profile.kv_reservation,
             step_mix: profile.step_mix,
             chunked_prefill: profile.chunked_prefill,
         }
@@ -79,6 +83,7 @@ pub struct EngineConfig {
     pub max_running: usize,
     pub token_budget: u64,
     pub admission: Admission,
+    pub kv_reservation: KvReservation,
     pub step_mix: StepMix,
     pub chunked_prefill: bool,
     /// KV-cache positions the instance holds (from the memory fit).
@@ -95,6 +100,7 @@ impl EngineConfig {
             max_running: options.max_running.max(1),
             token_budget: options.token_budget.max(1),
             admission: options.admission,
+            kv_reservation: options.kv_reservation,
             step_mix: options.step_mix,
             chunked_prefill: options.chunked_prefill,
             kv_capacity,
@@ -120,6 +126,13 @@ struct Pending {
     output: u64,
 }
 
+impl Pending {
+    /// KV positions it may hold by its last token: what whole-request reservation sets aside.
+    fn final_size(&self) -> u64 {
+        self.prompt + (self.output - self.generated)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Prefilling {
     pending: Pending,
@@ -135,6 +148,8 @@ struct Decoding {
     generated0: u64,
     output: u64,
     admitted: u64,
+    /// KV positions set aside for it (`Pending::final_size` at admission).
+    reserved: u64,
 }
 
 /// What one iteration did.
@@ -202,6 +217,9 @@ pub struct Engine {
     finishing: BinaryHeap<Reverse<(u64, u64, u64)>>,
     context_sum: u64,
     prefill_kv: u64,
+    /// KV positions set aside for every admitted request's whole length (kept under either
+    /// reservation policy; admission consults it under `KvReservation::WholeRequest`).
+    reserved: u64,
     step: u64,
     /// Iterations that decoded. Decoding sequences advance one token per such iteration, so
     /// their context and finishing point are kept in this clock: an iteration that only
@@ -226,6 +244,7 @@ impl Engine {
             finishing: BinaryHeap::new(),
             context_sum: 0,
             prefill_kv: 0,
+            reserved: 0,
             step: 0,
             decode_clock: 0,
             admissions: 0,
@@ -287,10 +306,12 @@ impl Engine {
         if let Some(index) = self.prefilling.iter().position(|p| p.pending.id == id) {
             let removed = self.prefilling.remove(index);
             self.prefill_kv -= removed.done;
+            self.reserved -= removed.pending.final_size();
         }
         if let Some(seq) = self.decoding.remove(&id) {
             self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
             self.order.remove(&seq.admitted);
+            self.reserved -= seq.reserved;
         }
     }
 
@@ -369,11 +390,7 @@ impl Engine {
             let Some(next) = self.waiting.front().copied() else {
                 break;
             };
-            let free = self
-                .config
-                .kv_capacity
-                .saturating_sub(self.kv_used() + promised + decoding);
-            if next.prompt > free {
+            if !self.has_room_for(&next, promised, decoding) {
                 break;
             }
             let chunk = if self.config.chunked_prefill {
@@ -385,6 +402,7 @@ impl Engine {
             };
             self.waiting.pop_front();
             self.counters.admitted += 1;
+            self.reserved += next.final_size();
             work.add_prefill_chunk(0.0, chunk as f64);
             self.prefilling.push(Prefilling {
                 pending: next,
@@ -437,6 +455,7 @@ impl Engine {
             if let Some(seq) = self.decoding.remove(&id) {
                 self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
                 self.order.remove(&seq.admitted);
+                self.reserved -= seq.reserved;
                 self.counters.finished += 1;
                 outcome.finished.push(id);
             }
@@ -466,6 +485,7 @@ impl Engine {
                 outcome.resumed.push(pending.id);
             }
             if generated >= pending.output {
+                self.reserved -= pending.final_size();
                 self.counters.finished += 1;
                 outcome.finished.push(pending.id);
                 continue;
@@ -480,6 +500,7 @@ impl Engine {
                     generated0: generated,
                     output: pending.output,
                     admitted,
+                    reserved: pending.final_size(),
                 },
             );
             self.order.insert(admitted, pending.id);
@@ -506,11 +527,21 @@ impl Engine {
             .map(|p| p.pending.prompt - p.done)
             .sum();
         self.running() < self.config.max_running
-            && next.prompt
-                <= self
-                    .config
-                    .kv_capacity
-                    .saturating_sub(self.kv_used() + promised + self.decoding.len() as u64)
+            && self.has_room_for(next, promised, self.decoding.len() as u64)
+    }
+
+    /// Whether `next` may be admitted beside what is running: its prompt must fit in what
+    /// is free after the KV in use, the prompt positions already `promised` to prefilling
+    /// requests and one position for each of the `decoding` sequences this iteration —
+    /// and, reserving whole requests, its whole length beside every admitted one's.
+    fn has_room_for(&self, next: &Pending, promised: u64, decoding: u64) -> bool {
+        let capacity = self.config.kv_capacity;
+        let free = capacity.saturating_sub(self.kv_used() + promised + decoding);
+        next.prompt <= free
+            && match self.config.kv_reservation {
+                KvReservation::Prompt => true,
+                KvReservation::WholeRequest => self.reserved + next.final_size() <= capacity,
+            }
     }
 
     /// Requests that have left the waiting queue so far (for counting admissions in a step).
@@ -527,6 +558,7 @@ impl Engine {
             let elapsed = self.decode_clock - seq.start_step;
             let context = seq.context0 + elapsed;
             self.context_sum -= context;
+            self.reserved -= seq.reserved;
             self.waiting.push_front(Pending {
                 id,
                 // Everything so far, including the last sampled token, is recomputed.
@@ -675,6 +707,35 @@ mod tests {
             engine.submit(request(3, 90, 20)).is_err(),
             "needs 110 > 100 positions"
         );
+    }
+
+    #[test]
+    fn whole_request_reservation_waits_instead_of_preempting() {
+        // The same two requests as above, reserving prompt and output up front: 70 + 70 >
+        // 100, so the second waits for the first to finish and nothing is preempted.
+        let mut config = EngineConfig::new(100);
+        config.kv_reservation = KvReservation::WholeRequest;
+        let mut engine = Engine::new(config, flat_perf(), false);
+        engine.submit(request(1, 40, 30)).unwrap();
+        engine.submit(request(2, 40, 30)).unwrap();
+        let seen = run(&mut engine);
+        assert_eq!(engine.counters().preemptions, 0);
+        assert_eq!(seen[&1], (1, 30));
+        // Request 2 is admitted the step after request 1's last token.
+        assert_eq!(seen[&2], (31, 60));
+        assert_eq!(engine.kv_used(), 0);
+        assert_eq!(engine.reserved, 0, "every reservation is returned");
+        // Reservations count whole lengths, not what is in use: three 20 + 10 requests fit
+        // 100 positions, a fourth does not until one finishes.
+        let mut config = EngineConfig::new(100);
+        config.kv_reservation = KvReservation::WholeRequest;
+        let mut engine = Engine::new(config, flat_perf(), false);
+        for id in 1..=4 {
+            engine.submit(request(id, 20, 10)).unwrap();
+        }
+        let mut first = engine.step().unwrap().first_tokens;
+        first.sort_unstable();
+        assert_eq!(first, vec![1, 2, 3]);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use super::perf::StepWork;
 use crate::catalog::operators::OperatorTables;
-use crate::catalog::{Dtype, Model};
+use crate::catalog::{ActivationScales, Dtype, Model};
 
 /// The GEMM timing a dtype maps to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,6 +64,8 @@ pub struct OperatorStep {
     tp: u32,
     /// Card memory bandwidth, bytes/s, for the element-wise passes the tables do not hold.
     hbm_bytes_per_s: f64,
+    /// Static FP8 activation scales skip the scale kernel the FP8 GEMM timings include.
+    fp8_activation_scales: ActivationScales,
     /// Per-layer GEMM and all-reduce µs by token count (and graph or eager all-reduce), and
     /// LM-head µs by sampled sequences: a prediction runs the same few hundred token counts
     /// through hundreds of thousands of steps, and each lookup interpolates several grids.
@@ -179,9 +181,19 @@ impl OperatorStep {
             generation_kv,
             tp: tp.max(1),
             hbm_bytes_per_s: hbm_bandwidth_gbs * 1e9,
+            fp8_activation_scales: ActivationScales::Dynamic,
             tables,
             memo: RefCell::new(Memo::default()),
         })
+    }
+
+    /// The same layout served with `scales` for FP8 activations.
+    pub fn with_fp8_activation_scales(mut self, scales: ActivationScales) -> OperatorStep {
+        if scales != self.fp8_activation_scales {
+            self.fp8_activation_scales = scales;
+            *self.memo.borrow_mut() = Memo::default();
+        }
+        self
     }
 
     pub fn tables(&self) -> &OperatorTables {
@@ -195,9 +207,30 @@ impl OperatorStep {
     /// One GEMM of `m` tokens into an `n`-wide output from a `k`-wide input, µs.
     fn gemm_us(&self, m: f64, n: f64, k: f64) -> f64 {
         match &self.gemm {
-            GemmSource::Table(name) => self.tables.gemm_us(name, m, n, k).unwrap_or(0.0),
+            GemmSource::Table(name) => {
+                let measured = self.tables.gemm_us(name, m, n, k).unwrap_or(0.0);
+                match self.skipped_scale_us(name, m, k) {
+                    // Never faster than reading its weights and activations once.
+                    Some(skipped) => (measured - skipped).max(self.bytes_us(m, n, k, 1.0)),
+                    None => measured,
+                }
+            }
             GemmSource::WeightOnly { weight_ratio } => self.derived_gemm_us(*weight_ratio, m, n, k),
         }
+    }
+
+    /// The activation-scale kernel an FP8 GEMM of these tables includes and this engine
+    /// skips (static scales), µs; `None` when nothing is skipped or the tables lack it.
+    fn skipped_scale_us(&self, table: &str, m: f64, k: f64) -> Option<f64> {
+        (table == "fp8" && self.fp8_activation_scales == ActivationScales::Static)
+            .then(|| self.tables.quantize_us("fp8", "compute_scale", m, k))
+            .flatten()
+    }
+
+    /// Reading an `n`×`k` weight of `weight_bytes` per element and writing the 16-bit
+    /// activations once at the card's bandwidth, µs: the floor no kernel beats.
+    fn bytes_us(&self, m: f64, n: f64, k: f64, weight_bytes: f64) -> f64 {
+        (n * k * weight_bytes + 2.0 * m * (n + k)) / self.hbm_bytes_per_s * 1e6
     }
 
     /// A weight-only quantised GEMM (AWQ/GPTQ int4, int8) from the bf16 table: at one token a
@@ -235,8 +268,11 @@ impl OperatorStep {
         };
         let communication = if self.tp > 1 {
             let bytes = m * self.hidden * 2.0;
+            // The engine's own all-reduce as it runs in this step (vLLM and SGLang measured
+            // theirs captured in a graph and eager apart; TensorRT-LLM's one `custom` kernel
+            // serves both), else NCCL's.
             let variant = if graph { "graph" } else { "eager" };
-            2.0 * [variant, "graph", "eager", "nccl"]
+            2.0 * [variant, "custom", "graph", "eager", "nccl"]
                 .iter()
                 .find_map(|v| self.tables.all_reduce_us(v, self.tp, bytes))
                 .unwrap_or_else(|| fallback_all_reduce_us(self.tp, bytes))
@@ -447,6 +483,48 @@ mod tests {
         prefill.add_prefill_chunk(0.0, 8192.0);
         let g = |s: &OperatorStep| s.time(&prefill, None).gemm;
         assert!(g(&int4) > 0.8 * g(&bf16), "{} vs {}", g(&int4), g(&bf16));
+    }
+
+    #[test]
+    fn static_fp8_scales_skip_the_scale_kernel_but_not_the_weight_read() {
+        let catalog = Catalog::shipped().unwrap();
+        let tables = catalog.operators.get("h200_sxm", "trtllm").unwrap().clone();
+        let model = catalog.model("llama-3.1-70b").unwrap();
+        let step = |scales| {
+            OperatorStep::new(
+                Arc::new(tables.clone()),
+                model,
+                8,
+                Dtype::Fp8,
+                Dtype::Fp8,
+                4800.0,
+            )
+            .unwrap()
+            .with_fp8_activation_scales(scales)
+        };
+        let (dynamic, fixed) = (
+            step(ActivationScales::Dynamic),
+            step(ActivationScales::Static),
+        );
+        let scale = tables
+            .quantize_us("fp8", "compute_scale", 4.0, 8192.0)
+            .unwrap();
+        assert!((5.0..10.0).contains(&scale), "{scale}");
+        // A decode GEMM of 4 tokens: the dynamic timing less the scale kernel.
+        let (d, s) = (
+            dynamic.gemm_us(4.0, 1280.0, 8192.0),
+            fixed.gemm_us(4.0, 1280.0, 8192.0),
+        );
+        let expected = (d - scale).max(fixed.bytes_us(4.0, 1280.0, 8192.0, 1.0));
+        assert!((s - expected).abs() < 1e-9, "{s} vs {expected}");
+        assert!(s < d);
+        // Whatever is subtracted, a GEMM still reads its weights: the 70B model's widest
+        // per-card projection is never timed below its bytes over the bandwidth.
+        let floor = fixed.bytes_us(1.0, 7168.0, 8192.0, 1.0);
+        assert!(fixed.gemm_us(1.0, 7168.0, 8192.0) >= floor - 1e-9);
+        // bf16 weights are untouched.
+        let bf16 = |s: &OperatorStep| s.tables.gemm_us("bf16", 4.0, 1280.0, 8192.0);
+        assert_eq!(bf16(&dynamic), bf16(&fixed));
     }
 
     #[test]

@@ -18,7 +18,9 @@ use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec, DEFAULT_CLIE
 use crate::catalog::band::CStarRange;
 use crate::catalog::memory::{memory_fit, LayoutRejected};
 use crate::catalog::operators::{OperatorLibrary, OperatorTables};
-use crate::catalog::{Card, Dtype, EngineProfile, MemoryFit, MemoryOptions, Model};
+use crate::catalog::{
+    ActivationScales, Card, Dtype, EngineProfile, MemoryFit, MemoryOptions, Model,
+};
 use crate::slo::{format_seconds, Slo};
 use crate::stats::{statistic, Summary};
 use crate::workload::Workload;
@@ -65,6 +67,9 @@ pub struct Calibration {
     /// Decode batch sizes the engine runs as CUDA graphs.
     #[serde(skip)]
     pub graph_sizes: Vec<u32>,
+    /// How the engine scales FP8 GEMM inputs (static scales skip a kernel per GEMM).
+    #[serde(skip)]
+    pub fp8_activation_scales: ActivationScales,
 }
 
 impl Calibration {
@@ -82,6 +87,7 @@ impl Calibration {
             basis: ROOFLINE_BASIS.into(),
             operators: None,
             graph_sizes: Vec::new(),
+            fp8_activation_scales: ActivationScales::Dynamic,
         }
     }
 
@@ -131,6 +137,7 @@ impl Calibration {
             basis,
             operators: tables.map(|t| Arc::new(t.clone())),
             graph_sizes: engine.cuda_graph_sizes.clone(),
+            fp8_activation_scales: engine.fp8_activation_scales,
         }
     }
 }
@@ -319,7 +326,9 @@ pub fn engine_for(
             fit.dtype,
             fit.kv_dtype,
             layout.card.hbm_bandwidth_gbs,
-        ) {
+        )
+        .map(|step| step.with_fp8_activation_scales(calibration.fp8_activation_scales))
+        {
             perf = perf.with_operators(step, calibration.graph_sizes.clone());
         }
     }

@@ -7,7 +7,9 @@
 //! median 3 % (bf16) to 9 % (FP8 block-scaled); context attention as a function of sequences
 //! × query heads and prompt length (dropping the KV-head count: median 4 %), generation
 //! attention of sequences × KV heads and KV length (dropping the query-head count: median
-//! 2 %); all-reduce per GPU count and message size. The newest engine version with data is
+//! 2 %); all-reduce per GPU count and message size; the FP8 activation-scale kernel by inputs
+//! and tokens (the FP8 GEMM timings include it; engines with static scales take it off). The
+//! newest engine version with data is
 //! taken per operator family, and each file says which. A GEMM is never slower than the one
 //! measured for more tokens of the same shape (kernel-selection noise at small batches).
 
@@ -287,6 +289,10 @@ fn convert_one(dir: &Path, system: &str, engine: &str) -> anyhow::Result<Option<
         &["custom_allreduce_perf.parquet"],
     );
     let nccl_version = newest(&dir.join("comm").join("nccl"), &["nccl_perf.parquet"]);
+    let quantize_version = newest(
+        &dir.join("quantize").join(engine),
+        &["computescale_perf.parquet"],
+    );
     let mut filled = 0;
     let mut data = String::new();
     let mut axes = String::new();
@@ -578,6 +584,53 @@ fn convert_one(dir: &Path, system: &str, engine: &str) -> anyhow::Result<Option<
         }
     }
 
+    // Activation quantisation: the kernel that computes a dynamic per-tensor scale before an
+    // FP8 GEMM. The FP8 GEMM table includes it (the collection quantises its input on the
+    // fly); an engine serving checkpoints with static activation scales skips it.
+    if let Some(version) = &quantize_version {
+        let df = read(
+            &dir.join("quantize")
+                .join(engine)
+                .join(version)
+                .join("computescale_perf.parquet"),
+        )?;
+        let (dtype, m, k, latency) = (
+            strings(&df, "quant_dtype")?,
+            floats(&df, "m")?,
+            floats(&df, "k")?,
+            floats(&df, "latency")?,
+        );
+        let qm = powers(1.0, largest_power_below(max(&m)).min(32768.0));
+        let mut dtypes: Vec<String> = dtype.clone();
+        dtypes.sort();
+        dtypes.dedup();
+        let mut any = false;
+        for name in &dtypes {
+            let points: Vec<(f64, f64, f64)> = (0..m.len())
+                .filter(|&i| &dtype[i] == name)
+                .map(|i| (k[i], m[i], latency[i]))
+                .collect();
+            let (grid, n) = grid2(&ks, &qm, &points);
+            if grid.iter().flatten().any(|v| !v.is_finite()) {
+                continue;
+            }
+            filled += n;
+            if !any {
+                axes.push_str(&axis_line("quantize", "k", &ks));
+                axes.push_str(&axis_line("quantize", "m", &qm));
+                any = true;
+            }
+            for (kv, row) in ks.iter().zip(&grid) {
+                let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+                data.push_str(&format!(
+                    "quantize,{name}.compute_scale,{},,{}\n",
+                    *kv as u64,
+                    join(&values)
+                ));
+            }
+        }
+    }
+
     let mut versions = vec![
         format!("gemm {gemm_version}"),
         format!("attention {attention_version}"),
@@ -605,6 +658,10 @@ fn convert_one(dir: &Path, system: &str, engine: &str) -> anyhow::Result<Option<
     if let Some(v) = &nccl_version {
         body.push_str(&format!("meta,version.nccl,{v}\n"));
         versions.push(format!("nccl {v}"));
+    }
+    if let Some(v) = &quantize_version {
+        body.push_str(&format!("meta,version.quantize,{v}\n"));
+        versions.push(format!("quantize {v}"));
     }
     body.push_str(&axes);
     body.push_str(&data);

@@ -13,6 +13,7 @@
 //! context_attention,hd128.kv_bf16,<batch × heads>,,<µs along isl>
 //! generation_attention,hd128.kv_fp8,<batch × kv heads>,,<µs along kv_len>
 //! all_reduce,graph,<gpus>,,<µs along message bytes>
+//! quantize,fp8.compute_scale,<k>,,<µs along m>   # computing an activation's scale
 //! ```
 //!
 //! Every variant of a table must cover every combination of its leading axes' values, so the
@@ -24,11 +25,12 @@ use super::grid::{Axis, Grid};
 use crate::error::InputError;
 
 /// The tables this reader knows and their axes, in order.
-const TABLES: [(&str, &[&str]); 4] = [
+const TABLES: [(&str, &[&str]); 5] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
     ("generation_attention", &["batch_kv_heads", "kv_len"]),
     ("all_reduce", &["gpus", "bytes"]),
+    ("quantize", &["k", "m"]),
 ];
 
 /// One system × engine.
@@ -47,6 +49,9 @@ pub struct OperatorTables {
     /// By (variant, gpus): the all-reduce table is measured at a few GPU counts only, which
     /// are not interpolated between.
     all_reduce: BTreeMap<(String, u32), Grid>,
+    /// Activation quantisation steps by `<dtype>.<step>` (`fp8.compute_scale`: the
+    /// reduction that finds a dynamic per-tensor scale).
+    quantize: BTreeMap<String, Grid>,
 }
 
 /// Lines of one table variant while reading: the leading axes' values → the values along the
@@ -228,6 +233,7 @@ impl OperatorTables {
             match table.as_str() {
                 "gemm" => tables.gemm.insert(variant, grid),
                 "context_attention" => tables.context_attention.insert(variant, grid),
+                "quantize" => tables.quantize.insert(variant, grid),
                 _ => tables.generation_attention.insert(variant, grid),
             };
         }
@@ -278,6 +284,14 @@ impl OperatorTables {
         self.generation_attention
             .get(&format!("hd{head_dim}.{kv_dtype}"))
             .map(|grid| grid.at_monotone(&[batch_kv_heads, kv_len]))
+    }
+
+    /// One activation-quantisation `step` (`compute_scale`) before a `dtype` GEMM of `m`
+    /// tokens × `k` inputs, µs; `None` when the tables do not hold it.
+    pub fn quantize_us(&self, dtype: &str, step: &str, m: f64, k: f64) -> Option<f64> {
+        self.quantize
+            .get(&format!("{dtype}.{step}"))
+            .map(|grid| grid.at_monotone(&[k, m]))
     }
 
     /// An all-reduce of `bytes` over `gpus` GPUs with this engine's `variant` (`graph`,
@@ -339,7 +353,11 @@ mod tests {
         gemm,bf16,512,512,10 20\n\
         gemm,bf16,1024,512,20 40\n\
         axis,all_reduce,bytes,1024 2048\n\
-        all_reduce,graph,2,,5 6\n";
+        all_reduce,graph,2,,5 6\n\
+        axis,quantize,k,512 1024\n\
+        axis,quantize,m,1 16\n\
+        quantize,fp8.compute_scale,512,,7 8\n\
+        quantize,fp8.compute_scale,1024,,7 9\n";
 
     #[test]
     fn a_small_table_reads_and_interpolates() {
@@ -354,6 +372,12 @@ mod tests {
         assert!(tables.gemm_us("fp8", 4.0, 512.0, 512.0).is_none());
         assert!((tables.all_reduce_us("graph", 2, 1024.0).unwrap() - 5.0).abs() < 1e-9);
         assert!(tables.all_reduce_us("graph", 4, 1024.0).is_none());
+        let scale = |m, k| tables.quantize_us("fp8", "compute_scale", m, k);
+        assert!((scale(16.0, 1024.0).unwrap() - 9.0).abs() < 1e-9);
+        assert!((scale(1.0, 512.0).unwrap() - 7.0).abs() < 1e-9);
+        assert!(tables
+            .quantize_us("nvfp4", "compute_scale", 1.0, 512.0)
+            .is_none());
     }
 
     #[test]
@@ -373,7 +397,7 @@ mod tests {
             ),
             (
                 SMALL.replace("axis,gemm,k,512\n", "") + "axis,gemm,k,512\n",
-                ":11",
+                ":15",
                 "comes after gemm's data",
             ),
             (
