@@ -145,9 +145,9 @@ pub struct ImportArgs {
     /// Think time of the measured users
     #[arg(long, default_value = "0s", value_parser = parse_input::<ThinkTime>, value_name = "DUR")]
     pub think_time: ThinkTime,
-    /// Where run folders go
-    #[arg(long, default_value = "measurements", value_name = "DIR")]
-    pub out: PathBuf,
+    /// Where run folders go [default: the --measurements folder, else ./measurements]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -320,9 +320,9 @@ pub struct ProbeArgs {
     /// Non-streaming requests (E2E only)
     #[arg(long)]
     pub no_stream: bool,
-    /// Where run folders go
-    #[arg(long, default_value = "measurements", value_name = "DIR")]
-    pub out: PathBuf,
+    /// Where run folders go [default: the --measurements folder, else ./measurements]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// With --sim: run the engine F times faster than real time
@@ -1166,4 +1166,12 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
         Ok(value) if value.is_finite() && value >= 0.0 => Ok(value),
         _ => Err(format!("expected a number of 0 or more, got '{text}'")),
     }
+}
+
+/// Where new run folders go: `--out`, else the global `--measurements` folder (where `solve`,
+/// `fit` and `calibrate` will look for them), else `./measurements`.
+pub fn runs_folder(out: &Option<PathBuf>, measurements: &Option<PathBuf>) -> PathBuf {
+    out.clone()
+        .or_else(|| measurements.clone())
+        .unwrap_or_else(|| PathBuf::from("measurements"))
 }

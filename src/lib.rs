@@ -18,4 +18,7 @@ pub mod store;
 pub mod validate;
 pub mod workload;
 
+#[cfg(test)]
+pub(crate) mod scratch;
+
 pub use error::{is_input_error, InputError};

@@ -210,7 +210,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 None => (
                     args.config(&catalog)?,
                     RunFolder::New {
-                        out: args.out.clone(),
+                        out: cli::runs_folder(&args.out, &cli.measurements),
                     },
                 ),
             };
@@ -330,8 +330,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 think_time: args.think_time,
                 command: capplan::probe::redact::redact_command(std::env::args()),
             };
-            let run_dir = capplan::store::import::run::write_import(&args.out, &imported, &context)
-                .with_context(|| format!("writing a run folder under {}", args.out.display()))?;
+            let out = cli::runs_folder(&args.out, &cli.measurements);
+            let run_dir = capplan::store::import::run::write_import(&out, &imported, &context)
+                .with_context(|| format!("writing a run folder under {}", out.display()))?;
             print(&report::import::ImportReport { run_dir, imported }, cli)?;
             Ok(ExitCode::SUCCESS)
         }

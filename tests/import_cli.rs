@@ -90,7 +90,24 @@ fn every_tool_becomes_a_run_folder_with_its_levels() {
 #[test]
 fn solve_and_fit_use_an_import_as_imported_capacity() {
     let out = scratch("import-solve");
-    import(&out, "evalscope", &fixture("evalscope/v1.14.1-closed-loop"));
+    // No --out: the global --measurements folder is where the run goes (and where solve reads).
+    let imported = capplan(&[
+        "--measurements",
+        out.to_str().unwrap(),
+        "import",
+        "--from",
+        "evalscope",
+        fixture("evalscope/v1.14.1-closed-loop").to_str().unwrap(),
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(imported.code, 0, "{}", imported.stderr);
+    let run_dir = json(&imported)["run_dir"].as_str().unwrap().to_string();
+    assert!(Path::new(&run_dir).starts_with(&out), "{run_dir}");
     let run = capplan(&[
         "--measurements",
         out.to_str().unwrap(),

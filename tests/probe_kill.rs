@@ -43,7 +43,7 @@ fn sigkill_loses_no_finished_request_and_resume_finishes() {
             "5",
             "--out",
         ])
-        .arg(&out)
+        .arg(out.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

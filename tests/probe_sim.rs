@@ -140,7 +140,9 @@ async fn probe_on_schedule(
         let report = run_probe(
             config_at(model, card, tp, ramp, scale),
             &base,
-            RunFolder::New { out: out.clone() },
+            RunFolder::New {
+                out: out.to_path_buf(),
+            },
             false,
         )
         .await
@@ -213,7 +215,9 @@ async fn step_latencies_match_what_the_server_logged() {
     let report = run_probe(
         config_at("llama-13b", "A30", 2, Ramp::Fixed(vec![48]), TRUTH_SCALE),
         &base,
-        RunFolder::New { out: dir.clone() },
+        RunFolder::New {
+            out: dir.to_path_buf(),
+        },
         false,
     )
     .await
@@ -296,7 +300,9 @@ async fn every_fault_is_classified_and_counted_against_the_step() {
     let report = run_probe(
         config.clone(),
         &base,
-        RunFolder::New { out: dir.clone() },
+        RunFolder::New {
+            out: dir.to_path_buf(),
+        },
         false,
     )
     .await
@@ -350,9 +356,16 @@ async fn every_fault_is_classified_and_counted_against_the_step() {
     );
     // ...and count against it: ~35 % failing is far above the default 1 % allowed.
     config.max_error_rate = 0.01;
-    let strict = run_probe(config, &base, RunFolder::New { out: dir }, false)
-        .await
-        .unwrap();
+    let strict = run_probe(
+        config,
+        &base,
+        RunFolder::New {
+            out: dir.to_path_buf(),
+        },
+        false,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         strict.steps[0].verdict.verdict,
         capplan::probe::verdict::Verdict::Fail

@@ -308,6 +308,45 @@ fn predictions_fill_gaps_but_never_override_evidence() {
 }
 
 #[test]
+fn one_ranking_counts_users_one_way() {
+    // The seed's points count users pausing 1–3 s; without --think-time the predicted rows of
+    // the same model assume that pause too, and the report says so.
+    let report = json(&capplan(&SEED_SOLVE));
+    let plans = report["plans"].as_array().unwrap();
+    for model in ["llama-13b", "llama-65b", "llama-2-70b"] {
+        let rows: Vec<&Value> = plans.iter().filter(|p| p["model"] == model).collect();
+        assert!(rows.iter().any(|p| p["source"] == "predicted"), "{model}");
+        for row in &rows {
+            assert_eq!(
+                row["evidence_think_time"]["kind"], "uniform",
+                "{model}: {row}"
+            );
+            assert_eq!(row["evidence_think_time"]["min_s"], 1.0);
+            assert_eq!(row["evidence_think_time"]["max_s"], 3.0);
+        }
+    }
+    let meaning = report["users_meaning"].as_str().unwrap();
+    assert!(
+        meaning.contains("llama-13b pausing 1–3 s uniform"),
+        "{meaning}"
+    );
+    assert!(report["predictions"]
+        .as_str()
+        .unwrap()
+        .contains("as each model's measured points"));
+    // Asking for a think time counts every model's users that way instead.
+    let mut asked = SEED_SOLVE.to_vec();
+    asked.extend(["--think-time", "0s", "--no-predict"]);
+    let report = json(&capplan(&asked));
+    assert!(report["plans"].as_array().unwrap().is_empty());
+    assert!(report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["reason"].as_str().unwrap().contains("think time")));
+}
+
+#[test]
 fn a_fresh_clone_plans_from_predictions() {
     // Nothing measured proves TTFT ≤ 3 s: every row is predicted, with the defaults printed.
     let run = capplan(&[

@@ -4,6 +4,7 @@
 
 use crate::catalog::{Card, Model, Node};
 use crate::store::CapacityPoint;
+use crate::workload::ThinkTime;
 
 pub trait CapacityPredictor {
     /// A predicted capacity point for one instance of `model` on `tp` cards of `node`, at the
@@ -15,6 +16,14 @@ pub trait CapacityPredictor {
         node: &Node,
         tp: u32,
     ) -> Result<CapacityPoint, String>;
+
+    /// Predicts `model`'s layouts for users pausing `think` between requests instead of the
+    /// think time the predictor was set up with, so that a plan counts users one way per
+    /// model (the way its measured points counted them). Called before any prediction of
+    /// `model`. By default: ignored.
+    fn assume_think_time(&mut self, model: &Model, think: ThinkTime) {
+        let _ = (model, think);
+    }
 
     /// Predicts the layouts in `wanted` ahead of [`CapacityPredictor::predict`] asking for them,
     /// so that they can run at once (a plan asks for hundreds). By default: nothing ahead.

@@ -145,7 +145,7 @@ pub fn solve(
         Demand::Rps(rps) => rps,
     };
 
-    let mut usable: Vec<&CapacityPoint> = Vec::new();
+    let mut candidates: Vec<&CapacityPoint> = Vec::new();
     let mut skipped = Vec::new();
     for point in points {
         let relevant = models.iter().any(|m| m.name == point.model)
@@ -153,11 +153,39 @@ pub fn solve(
         if !relevant {
             continue;
         }
-        let reason = why_not_usable(point, &request.slo)
-            .or_else(|| in_demand_units(point, &request.demand, request.think_time.as_ref()).err());
-        match reason {
+        match why_not_usable(point, &request.slo) {
             Some(reason) => skipped.push(SkippedPoint::new(point, reason)),
-            None => usable.push(point),
+            None => candidates.push(point),
+        }
+    }
+    // One meaning of "user" per model's ranking: without --think-time, users are counted as
+    // the model's measured and imported points counted them, and its predictions assume the
+    // same pause.
+    let counted = match (&request.demand, &request.think_time) {
+        (Demand::Users(_), None) => think_times_counted(&models, &candidates),
+        _ => Vec::new(),
+    };
+    let think_for = |model: &str| -> Option<ThinkTime> {
+        request.think_time.or_else(|| {
+            counted
+                .iter()
+                .find(|c| c.model == model)
+                .map(|c| c.think_time)
+        })
+    };
+    let mut usable: Vec<&CapacityPoint> = Vec::new();
+    for point in candidates {
+        let think = think_for(&point.model);
+        match in_demand_units(point, &request.demand, think.as_ref()) {
+            Ok(_) => usable.push(point),
+            Err(reason) => skipped.push(SkippedPoint::new(point, reason)),
+        }
+    }
+    if let Some(predictor) = predictor.as_mut() {
+        for model in &models {
+            if let Some(found) = counted.iter().find(|c| c.model == model.name) {
+                predictor.assume_think_time(model, found.think_time);
+            }
         }
     }
 
@@ -195,6 +223,10 @@ pub fn solve(
     let mut plans = Vec::new();
     let mut missing = Vec::new();
     for model in &models {
+        let model_request = SolveRequest {
+            think_time: think_for(&model.name),
+            ..request.clone()
+        };
         let mut model_plans = Vec::new();
         for node in &nodes {
             match plan_node(
@@ -202,7 +234,7 @@ pub fn solve(
                 model,
                 node,
                 &usable,
-                request,
+                &model_request,
                 demand_units,
                 &mut skipped,
                 &mut predictor,
@@ -225,11 +257,13 @@ pub fn solve(
                 .to_string(),
         );
     }
+    for found in &counted {
+        if let Some(note) = found.mixed_note() {
+            notes.push(note);
+        }
+    }
     let users_meaning = match (&request.demand, &request.think_time) {
-        (Demand::Users(_), None) => "users are counted as each capacity point counted them: \
-             concurrent sessions with the think time shown next to the point (--think-time asks \
-             for one think time)"
-            .to_string(),
+        (Demand::Users(_), None) => users_counted_meaning(&models, &counted),
         (Demand::Users(_), Some(think)) => format!(
             "users are concurrent sessions pausing {think} between a response and their next request"
         ),
@@ -248,6 +282,103 @@ pub fn solve(
         measured_vs_predicted: corrections.checks.clone(),
         notes,
     })
+}
+
+/// The think time a model's plan counts users with, when the request names none: the one its
+/// usable measured and imported points were counted with (the most common, when they differ).
+#[derive(Debug, Clone)]
+struct CountedThinkTime {
+    model: String,
+    think_time: ThinkTime,
+    points: usize,
+    /// Think times other points of the model were counted with, and how many.
+    others: Vec<(ThinkTime, usize)>,
+}
+
+impl CountedThinkTime {
+    /// A note when the model's points disagree: the others are converted (Little's law) where
+    /// they carry their E2E latency, or skipped.
+    fn mixed_note(&self) -> Option<String> {
+        if self.others.is_empty() {
+            return None;
+        }
+        let others: Vec<String> = self
+            .others
+            .iter()
+            .map(|(think, n)| format!("{think} ({n})"))
+            .collect();
+        Some(format!(
+            "{}: its points counted users pausing {} ({} point(s)) and {}; the plan counts users \
+             as the most common ({}), converting the others through their E2E latency where \
+             they carry it — pass --think-time to choose",
+            self.model,
+            self.think_time,
+            self.points,
+            others.join(", "),
+            self.think_time
+        ))
+    }
+}
+
+fn think_times_counted(models: &[&Model], points: &[&CapacityPoint]) -> Vec<CountedThinkTime> {
+    let mut counted = Vec::new();
+    for model in models {
+        let mut groups: Vec<(ThinkTime, usize)> = Vec::new();
+        for point in points.iter().filter(|p| p.model == model.name) {
+            match groups
+                .iter_mut()
+                .find(|(think, _)| think.same_mean(&point.think_time))
+            {
+                Some((_, n)) => *n += 1,
+                None => groups.push((point.think_time, 1)),
+            }
+        }
+        // The most common; among equals, the first seen.
+        let Some(best) = (0..groups.len())
+            .max_by(|&a, &b| groups[a].1.cmp(&groups[b].1).then_with(|| b.cmp(&a)))
+        else {
+            continue;
+        };
+        let (think_time, n) = groups.remove(best);
+        counted.push(CountedThinkTime {
+            model: model.name.clone(),
+            think_time,
+            points: n,
+            others: groups,
+        });
+    }
+    counted
+}
+
+/// How users are counted in a plan that asked for no think time.
+fn users_counted_meaning(models: &[&Model], counted: &[CountedThinkTime]) -> String {
+    if counted.is_empty() {
+        return "users are concurrent sessions sending back to back (no think time), as \
+                predicted; --think-time asks for another"
+            .to_string();
+    }
+    let each: Vec<String> = counted
+        .iter()
+        .map(|c| format!("{} pausing {}", c.model, c.think_time))
+        .collect();
+    let without: Vec<&str> = models
+        .iter()
+        .filter(|m| !counted.iter().any(|c| c.model == m.name))
+        .map(|m| m.name.as_str())
+        .collect();
+    let mut text = format!(
+        "users are counted one way per model, as its measured and imported points counted them, \
+         and its predictions assume the same: {}",
+        each.join("; ")
+    );
+    if !without.is_empty() {
+        text.push_str(&format!(
+            "; {} (nothing measured): back to back",
+            without.join(", ")
+        ));
+    }
+    text.push_str(" (--think-time asks for one think time for every model)");
+    text
 }
 
 fn check_request(request: &SolveRequest) -> Result<(), InputError> {

@@ -330,8 +330,8 @@ mod tests {
 
     #[test]
     fn writes_an_svg_with_its_text_and_a_png() {
-        let dir = std::env::temp_dir().join(format!("capplan-chart-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = crate::scratch::scratch_dir();
+        let dir = scratch.path();
         let chart = Chart {
             title: "Throughput".into(),
             x_label: "users".into(),

@@ -10,7 +10,7 @@ use crate::catalog::{Card, EngineProfile, MemoryOptions, Model, Node};
 use crate::plan::predicted::CapacityPredictor;
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
-use crate::workload::Workload;
+use crate::workload::{ThinkTime, Workload};
 
 use super::calibration_file::Calibrations;
 use super::predict::{predict, predict_rate, Calibration, Layout, PredictRequest, RateSearch};
@@ -34,6 +34,8 @@ pub struct SimPredictor {
     engine: Option<(EngineProfile, Arc<OperatorLibrary>)>,
     /// Error bands measured by `capplan validate`, for each prediction's range.
     bands: Vec<ErrorBand>,
+    /// Think time per model where the plan counts users as that model's measured points did.
+    think_by_model: Vec<(String, ThinkTime)>,
 }
 
 impl SimPredictor {
@@ -56,6 +58,7 @@ impl SimPredictor {
             open_loop: false,
             engine: None,
             bands: Vec::new(),
+            think_by_model: Vec::new(),
         }
     }
 
@@ -105,6 +108,12 @@ impl CapacityPredictor for SimPredictor {
         answer
     }
 
+    fn assume_think_time(&mut self, model: &Model, think: ThinkTime) {
+        self.think_by_model.retain(|(name, _)| name != &model.name);
+        self.cache.retain(|key, _| key.0 != model.name);
+        self.think_by_model.push((model.name.clone(), think));
+    }
+
     fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, u32)]) {
         let mut jobs: Vec<Job> = Vec::new();
         for &(model, card, node, tp) in wanted {
@@ -144,14 +153,27 @@ impl CapacityPredictor for SimPredictor {
         for (card, basis) in &self.bases {
             bases.push(format!("{card}: {basis}"));
         }
+        let per_model: Vec<String> = self
+            .think_by_model
+            .iter()
+            .map(|(model, think)| format!("{model} {think}"))
+            .collect();
         format!(
-            "predicted rows: simulated continuous batching, {engine}, {}, workload {}, {}, efficiency {}; step times — {}",
+            "predicted rows: simulated continuous batching, {engine}, {}, workload {}{}, {}, efficiency {}; step times — {}",
             if self.open_loop {
                 "Poisson arrivals (R*)"
             } else {
                 "closed-loop users (C*)"
             },
             self.request.workload,
+            if per_model.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (think time as each model's measured points: {})",
+                    per_model.join(", ")
+                )
+            },
             self.request.slo.describe(),
             if self.calibrations.is_empty() {
                 "defaults (uncalibrated)".to_string()
@@ -219,12 +241,16 @@ impl SimPredictor {
     /// The job of predicting `tp` cards of `card` linked by `interconnect`, asked as the
     /// predictor was set up.
     fn job<'a>(&self, model: &'a Model, card: &'a Card, interconnect: &str, tp: u32) -> Job<'a> {
+        let mut request = self.request.clone();
+        if let Some((_, think)) = self.think_by_model.iter().find(|(m, _)| m == &model.name) {
+            request.workload.think_time = *think;
+        }
         Job {
             model,
             card,
             interconnect: interconnect.to_string(),
             tp,
-            request: self.request.clone(),
+            request,
             open_loop: self.open_loop,
         }
     }

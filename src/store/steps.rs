@@ -473,12 +473,8 @@ pub fn write_steps_csv(path: &Path, levels: &[Level]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn write(name: &str, text: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("capplan-steps-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
+    fn write(name: &str, text: &str) -> crate::scratch::ScratchFile {
+        crate::scratch::ScratchFile::new(name, text)
     }
 
     #[test]

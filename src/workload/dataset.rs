@@ -114,12 +114,8 @@ impl DatasetLengths {
 mod tests {
     use super::*;
 
-    fn write(name: &str, text: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("capplan-ds-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
+    fn write(name: &str, text: &str) -> crate::scratch::ScratchFile {
+        crate::scratch::ScratchFile::new(name, text)
     }
 
     #[test]

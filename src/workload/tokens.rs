@@ -56,8 +56,8 @@ mod tests {
 
     #[test]
     fn counts_with_a_tokenizer_file_and_names_a_bad_one() {
-        let dir = std::env::temp_dir().join(format!("capplan-tok-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = crate::scratch::scratch_dir();
+        let dir = scratch.path();
         let good = dir.join("tokenizer.json");
         std::fs::write(&good, WORD_LEVEL).unwrap();
         let tokenizer = LocalTokenizer::load(&good).unwrap();
@@ -75,7 +75,7 @@ mod tests {
             err.contains("broken.json") && err.contains("tokenizer.json"),
             "{err}"
         );
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,12 +54,47 @@ pub fn json(run: &Run) -> serde_json::Value {
     })
 }
 
-/// A fresh scratch folder for one test.
-pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("capplan-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch folder");
-    dir
+/// A fresh scratch folder for one test, removed when the test is done with it — kept when
+/// the test fails (dropped while panicking), with its path printed, so what it wrote can be
+/// read.
+pub struct Scratch(Option<tempfile::TempDir>);
+
+impl Scratch {
+    pub fn path(&self) -> &Path {
+        self.0.as_ref().map_or(Path::new(""), |dir| dir.path())
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dir) = self.0.take() {
+                eprintln!("scratch folder kept: {}", dir.keep().display());
+            }
+        }
+    }
+}
+
+pub fn scratch(name: &str) -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("capplan-test-{name}-"))
+        .tempdir()
+        .expect("scratch folder");
+    Scratch(Some(dir))
 }
 
 pub mod closed_loop;

@@ -179,7 +179,8 @@ mod tests {
 
     #[test]
     fn a_hardware_folder_adds_and_replaces_tables() {
-        let dir = std::env::temp_dir().join(format!("capplan-ops-{}", std::process::id()));
+        let scratch = crate::scratch::scratch_dir();
+        let dir = scratch.path();
         let system = dir.join("operators").join("test_gpu");
         std::fs::create_dir_all(&system).unwrap();
         std::fs::write(
@@ -187,7 +188,7 @@ mod tests {
             "meta,system,test_gpu\nmeta,engine,vllm\naxis,gemm,m,1 2\naxis,gemm,n,512\naxis,gemm,k,512\ngemm,bf16,512,512,1 2\n",
         )
         .unwrap();
-        let library = OperatorLibrary::load(Some(&dir)).unwrap();
+        let library = OperatorLibrary::load(Some(dir)).unwrap();
         assert!(library.get("test_gpu", "vllm").is_some());
         assert!(
             library.get("h100_sxm", "vllm").is_some(),
@@ -198,8 +199,8 @@ mod tests {
             "meta,system,test_gpu\nbogus,line\n",
         )
         .unwrap();
-        let err = OperatorLibrary::load(Some(&dir)).unwrap_err().to_string();
+        let err = OperatorLibrary::load(Some(dir)).unwrap_err().to_string();
         assert!(err.contains("vllm.csv:2"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

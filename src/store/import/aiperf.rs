@@ -512,7 +512,7 @@ mod tests {
         .unwrap();
         let cut = dir.join("profile_export_aiperf.json");
         std::fs::write(&cut, &text[..text.len() / 3]).unwrap();
-        let err = import(ImportFormat::Aiperf, std::slice::from_ref(&dir))
+        let err = import(ImportFormat::Aiperf, &[dir.to_path_buf()])
             .unwrap_err()
             .to_string();
         assert!(
@@ -523,7 +523,7 @@ mod tests {
         let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
         value["time_to_first_token"]["unit"] = serde_json::json!("tokens");
         std::fs::write(&cut, value.to_string()).unwrap();
-        let err = import(ImportFormat::Aiperf, &[dir])
+        let err = import(ImportFormat::Aiperf, &[dir.to_path_buf()])
             .unwrap_err()
             .to_string();
         assert!(

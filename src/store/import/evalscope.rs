@@ -680,7 +680,7 @@ mod tests {
         );
         let text = std::fs::read_to_string(source).unwrap();
         std::fs::write(dir.join("benchmark_summary.json"), &text[..text.len() / 2]).unwrap();
-        let err = import(ImportFormat::Evalscope, std::slice::from_ref(&dir))
+        let err = import(ImportFormat::Evalscope, &[dir.to_path_buf()])
             .unwrap_err()
             .to_string();
         assert!(
@@ -691,14 +691,14 @@ mod tests {
         let mut summary: serde_json::Value = serde_json::from_str(&text).unwrap();
         summary.as_object_mut().unwrap().remove("Failed Requests");
         std::fs::write(dir.join("benchmark_summary.json"), summary.to_string()).unwrap();
-        let err = import(ImportFormat::Evalscope, std::slice::from_ref(&dir))
+        let err = import(ImportFormat::Evalscope, &[dir.to_path_buf()])
             .unwrap_err()
             .to_string();
         assert!(err.contains("`Failed Requests` is missing"), "{err}");
 
         summary["Failed Requests"] = serde_json::json!("none");
         std::fs::write(dir.join("benchmark_summary.json"), summary.to_string()).unwrap();
-        let err = import(ImportFormat::Evalscope, &[dir])
+        let err = import(ImportFormat::Evalscope, &[dir.to_path_buf()])
             .unwrap_err()
             .to_string();
         assert!(
@@ -717,7 +717,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(source).unwrap()).unwrap();
         summary["Concurrency"] = serde_json::json!(-1);
         std::fs::write(dir.join("benchmark_summary.json"), summary.to_string()).unwrap();
-        let imported = import(ImportFormat::Evalscope, &[dir]).unwrap();
+        let imported = import(ImportFormat::Evalscope, &[dir.to_path_buf()]).unwrap();
         assert_eq!(imported.levels[0].concurrency, Some(2.0));
         assert!(
             imported.notes.iter().any(|n| n.contains("only means")),

@@ -1014,12 +1014,8 @@ pub(super) mod test_support {
     }
 
     /// A scratch folder for files the tests write.
-    pub fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir()
-            .join(format!("capplan-import-{}", std::process::id()))
-            .join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    pub fn scratch(name: &str) -> crate::scratch::ScratchDir {
+        crate::scratch::scratch_named(name)
     }
 
     pub fn value(level: &Level, metric: Metric, statistic: Percentile) -> f64 {
@@ -1166,7 +1162,7 @@ mod tests {
             "{err}"
         );
         let empty = scratch("empty-folder");
-        let err = read(ImportFormat::Evalscope, &[empty])
+        let err = read(ImportFormat::Evalscope, &[empty.to_path_buf()])
             .unwrap_err()
             .to_string();
         assert!(
@@ -1186,7 +1182,7 @@ mod tests {
             "concurrency,requests,qps,latency_p90_ms,batch_size\n8,100,2.5,4977.1,1\n16,100,4.6,5290.5,1\n",
         )
         .unwrap();
-        let imported = read(ImportFormat::StepsCsv, &[dir]).unwrap();
+        let imported = read(ImportFormat::StepsCsv, &[dir.to_path_buf()]).unwrap();
         assert_eq!(imported.tool, "steps-csv");
         assert_eq!(imported.levels.len(), 2);
         close(
