@@ -76,6 +76,11 @@ pub enum Command {
     Import(ImportArgs),
     /// Score the performance model against the public measurements shipped as fixtures
     Validate(ValidateArgs),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -55,6 +55,10 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         commands::operators::run(from, out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    if let Command::Completions { shell } = &cli.command {
+        commands::completions::run(*shell, &mut std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let hardware = folder_or_default(&cli.hardware, "hardware");
     let catalog = Catalog::load(hardware.as_deref())?;
     match &cli.command {
@@ -93,7 +97,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
-        Command::Hardware(HardwareCommand::ImportOperators { .. }) => {
+        Command::Hardware(HardwareCommand::ImportOperators { .. })
+        | Command::Completions { .. } => {
             unreachable!("handled before the catalog is read")
         }
         Command::Validate(args) => {
