@@ -308,10 +308,64 @@ async fn every_fault_is_classified_and_counted_against_the_step() {
     .await
     .unwrap();
 
-    let truth = truth(&log);
     let records = read_requests(&report.run_dir).unwrap();
+    // Every request sent is on record — those still in flight when the level ended too — and
+    // every request the server saw is one of them. The server logs a cut-off request when it
+    // notices the client gone, so its log is read until it holds as many (10 s at most).
+    assert_eq!(records.len(), report.requests_sent);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let truth = loop {
+        let truth = truth(&log);
+        let answered = records
+            .iter()
+            .filter(|r| {
+                r.phase != capplan::probe::record::Phase::Cancelled || r.http_status.is_some()
+            })
+            .count();
+        if truth.len() >= answered || std::time::Instant::now() > deadline {
+            break truth;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let cancelled: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.phase == capplan::probe::record::Phase::Cancelled)
+        .collect();
+    assert!(
+        cancelled.len() <= 8,
+        "at most one per user: {}",
+        cancelled.len()
+    );
+    // A request cut off before the server answered may never have reached it.
+    let unanswered = cancelled.iter().filter(|r| r.http_status.is_none()).count();
+    assert!(
+        (records.len() - unanswered..=records.len()).contains(&truth.len()),
+        "the server saw {} requests; the probe recorded {} ({unanswered} cut off unanswered)",
+        truth.len(),
+        records.len()
+    );
+    for server in &truth {
+        assert!(
+            records
+                .iter()
+                .any(|r| matching(std::slice::from_ref(server), r).is_some()),
+            "the server saw a request the probe has no record of: {server}"
+        );
+    }
+    for record in &cancelled {
+        assert!(!record.ok && record.error_kind.is_none(), "{record:?}");
+        if record.http_status.is_some() {
+            assert!(matching(&truth, record).is_some(), "{record:?}");
+        }
+        if let Some(ttft) = record.ttft_s {
+            assert!(ttft <= record.e2e_s, "{record:?}");
+        }
+    }
     let mut seen: HashMap<FailureKind, usize> = HashMap::new();
-    for record in &records {
+    for record in records
+        .iter()
+        .filter(|r| r.phase != capplan::probe::record::Phase::Cancelled)
+    {
         let server = matching(&truth, record).expect("in the server's log");
         let expected = match server["fault"].as_str() {
             None => None,

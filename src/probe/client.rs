@@ -210,9 +210,72 @@ fn fail(kind: FailureKind, message: impl Into<String>) -> Failure {
     }
 }
 
+/// What a request in flight has received so far, kept where the step that may cut it off
+/// can read it: when its first generated chunk came and how many there were. Updated once per
+/// generated chunk (one atomic add), read only when a level ends with the request unfinished.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The status of the response head, once it came (the server has the request).
+    answered: std::sync::OnceLock<u16>,
+    first_chunk: std::sync::OnceLock<Instant>,
+    chunks: std::sync::atomic::AtomicU32,
+}
+
+impl Progress {
+    fn chunk(&self, at: Instant) {
+        if self.chunks.fetch_add(1, Ordering::Relaxed) == 0 {
+            let _ = self.first_chunk.set(at);
+        }
+    }
+
+    /// The record of a request `start`ed with a prompt of `input_tokens` and cut off at
+    /// `now`: a failure with no kind (the client, not the server, ended it), the response's
+    /// status if its head came, its first chunk's time if one came, and the generated chunks
+    /// as its output count (an estimate).
+    pub fn cancelled(&self, start: Instant, now: Instant, input_tokens: u32) -> RequestRecord {
+        let prompt = Prompt {
+            text: String::new(),
+            tokens: input_tokens,
+        };
+        let mut record = failed(
+            start,
+            fail(FailureKind::Truncated, "cancelled: the level ended"),
+            &prompt,
+        )
+        .record;
+        record.error_kind = None;
+        record.phase = Phase::Cancelled;
+        record.e2e_s = now.saturating_duration_since(start).as_secs_f64();
+        record.ttft_s = self
+            .first_chunk
+            .get()
+            .map(|at| at.saturating_duration_since(start).as_secs_f64());
+        record.chunks = self.chunks.load(Ordering::Relaxed);
+        record.output_tokens = record.chunks;
+        record.http_status = self.answered.get().copied();
+        record
+    }
+
+    /// Whether the server answered before the request was cut off (without an answer it may
+    /// never have reached the server).
+    pub fn answered(&self) -> bool {
+        self.answered.get().is_some()
+    }
+}
+
 /// Sends `prompt` asking for `max_tokens`, and measures it.
 pub async fn send(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Measured {
-    let mut measured = exchange(endpoint, prompt, max_tokens).await;
+    send_tracked(endpoint, prompt, max_tokens, None).await
+}
+
+/// [`send`], keeping `progress` up to date while the stream is read.
+pub async fn send_tracked(
+    endpoint: &Endpoint,
+    prompt: &Prompt,
+    max_tokens: u32,
+    progress: Option<&Progress>,
+) -> Measured {
+    let mut measured = exchange(endpoint, prompt, max_tokens, progress).await;
     // A server may echo the request (its Authorization header included) in an error body.
     if let (Some(key), Some(error)) = (&endpoint.api_key, &mut measured.record.error) {
         if !key.is_empty() && error.contains(key.as_str()) {
@@ -222,7 +285,12 @@ pub async fn send(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
     measured
 }
 
-async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Measured {
+async fn exchange(
+    endpoint: &Endpoint,
+    prompt: &Prompt,
+    max_tokens: u32,
+    progress: Option<&Progress>,
+) -> Measured {
     let mut retried_without_usage = false;
     let mut retried_stale = false;
     loop {
@@ -273,6 +341,9 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
             Ok(Ok(response)) => response,
         };
         let status = response.status();
+        if let Some(progress) = progress {
+            let _ = progress.answered.set(status);
+        }
         if !(200..300).contains(&status) {
             let text = read_text(&mut response, deadline).await;
             // Some servers answer `stream_options` with 400: retry once without, remember it.
@@ -297,7 +368,10 @@ async fn exchange(endpoint: &Endpoint, prompt: &Prompt, max_tokens: u32) -> Meas
         }
         let headers = timings_from_headers(response.headers());
         let mut measured = if endpoint.stream {
-            read_stream(endpoint, response, start, deadline, prompt, max_tokens).await
+            read_stream(
+                endpoint, response, start, deadline, prompt, max_tokens, progress,
+            )
+            .await
         } else {
             read_whole(endpoint, &mut response, start, deadline, prompt).await
         };
@@ -400,12 +474,18 @@ struct StreamReader<'a> {
     text: String,
     server_timings: Option<ServerTimings>,
     failure: Option<Failure>,
+    progress: Option<&'a Progress>,
 }
 
 impl<'a> StreamReader<'a> {
-    fn new(endpoint: &'a Endpoint, max_tokens: u32) -> StreamReader<'a> {
+    fn new(
+        endpoint: &'a Endpoint,
+        max_tokens: u32,
+        progress: Option<&'a Progress>,
+    ) -> StreamReader<'a> {
         StreamReader {
             endpoint,
+            progress,
             decoder: SseDecoder::new(),
             // Room for the tokens asked for (and the role and usage chunks), so a usual stream
             // never regrows its list mid-stream; capped, so a long `max_tokens` that the server
@@ -475,6 +555,9 @@ impl<'a> StreamReader<'a> {
                     at: first_byte_at,
                     chars: meaning.text_chars.max(1),
                 });
+                if let Some(progress) = self.progress {
+                    progress.chunk(first_byte_at);
+                }
             }
             if meaning.visible && self.first_visible.is_none() {
                 self.first_visible = Some(first_byte_at);
@@ -495,6 +578,7 @@ async fn read_stream(
     deadline: Instant,
     prompt: &Prompt,
     max_tokens: u32,
+    progress: Option<&Progress>,
 ) -> Measured {
     let is_event_stream = response
         .headers()
@@ -502,7 +586,7 @@ async fn read_stream(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     let body_end_completes = endpoint.api.stream_end() == StreamEnd::BodyEnd;
-    let mut reader = StreamReader::new(endpoint, max_tokens);
+    let mut reader = StreamReader::new(endpoint, max_tokens, progress);
 
     // One timer per request, re-armed only when it is due: resetting a timer for every chunk
     // costs more CPU than the rest of reading it. When it is due, the stream has been silent

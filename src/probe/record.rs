@@ -72,6 +72,9 @@ pub enum Phase {
     /// Sent after the window was full, to hold the load until the last measured request
     /// finished (written, not counted).
     Tail,
+    /// Still in flight when the level ended and cut off: written with what it had received
+    /// (the server did the work, and a probe's cost counts it), never counted.
+    Cancelled,
 }
 
 /// A finished request: success or failure with its kind. Times in seconds; `start_s` from the

@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::client::{send, Endpoint};
+use super::client::{send_tracked, Endpoint, Progress};
 use super::metrics::{self, MetricsSplit};
 use super::prompts::PromptSource;
 use super::record::{FailureKind, Phase, RequestRecord};
@@ -161,6 +161,18 @@ impl StepSummary {
     }
 }
 
+/// A worker's request in flight: what the step writes for it if the level ends first.
+struct InFlight {
+    index: u64,
+    start: Instant,
+    /// Tokens the prompt was built to have.
+    input_tokens: u32,
+    progress: Arc<Progress>,
+}
+
+/// One slot per worker, holding its request while it is in flight.
+type InFlightSlot = Arc<std::sync::Mutex<Option<InFlight>>>;
+
 /// The step's workers; dropping it (a Ctrl-C drops the step) stops them, so nothing keeps
 /// sending and the request log can close.
 struct Workers(Vec<tokio::task::JoinHandle<()>>);
@@ -198,7 +210,10 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<RequestRecord>();
 
     let mut workers = Workers(Vec::new());
-    for worker in 0..spec.concurrency {
+    let slots: Vec<InFlightSlot> = (0..spec.concurrency)
+        .map(|_| InFlightSlot::default())
+        .collect();
+    for (worker, slot) in (0..spec.concurrency).zip(slots.iter().cloned()) {
         let ctx = ctx.clone();
         let (next, target, claimed, stop, done_tx, spawned) = (
             next.clone(),
@@ -233,7 +248,19 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                 };
                 let prompt = ctx.prompts.prompt(&ctx.run_tag, spec.step, n, ctx.seed);
                 let max_tokens = ctx.output_tokens.sample(&mut rng);
-                let measured = send(&ctx.endpoint, &prompt, max_tokens).await;
+                let progress = Arc::new(Progress::default());
+                put(
+                    &slot,
+                    Some(InFlight {
+                        index: n,
+                        start: Instant::now(),
+                        input_tokens: prompt.tokens,
+                        progress: progress.clone(),
+                    }),
+                );
+                let measured =
+                    send_tracked(&ctx.endpoint, &prompt, max_tokens, Some(&progress)).await;
+                put(&slot, None);
                 let mut record = measured.record;
                 scale(&mut record, ctx.time_scale);
                 record.step = spec.step;
@@ -320,6 +347,23 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     }
     // Requests that finished while stopping are on disk already; count them as sent.
     while done_rx.try_recv().is_ok() {
+        sent += 1;
+    }
+    // Requests still in flight were cut off: on record too, with what they had received.
+    let now = Instant::now();
+    for slot in &slots {
+        let Some(cut) = take(slot) else {
+            continue;
+        };
+        let mut record = cut.progress.cancelled(cut.start, now, cut.input_tokens);
+        scale(&mut record, ctx.time_scale);
+        record.step = spec.step;
+        record.index = cut.index;
+        record.concurrency = spec.concurrency;
+        record.phase = Phase::Cancelled;
+        record.start_s = cut.start.duration_since(ctx.run_start).as_secs_f64();
+        record.streamed = ctx.endpoint.stream;
+        let _ = ctx.sink.send(record);
         sent += 1;
     }
     let verdict = verdict.unwrap_or_else(|| judge_records(&counted, ctx));
@@ -429,6 +473,17 @@ fn claim(claimed: &AtomicUsize, target: &AtomicUsize) -> bool {
             Err(actual) => current = actual,
         }
     }
+}
+
+/// Sets a worker's in-flight slot (a poisoned lock still holds a usable value).
+fn put(slot: &InFlightSlot, value: Option<InFlight>) {
+    *slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = value;
+}
+
+fn take(slot: &InFlightSlot) -> Option<InFlight> {
+    slot.lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take()
 }
 
 fn scale(record: &mut RequestRecord, factor: f64) {
