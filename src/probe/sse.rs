@@ -48,6 +48,9 @@ impl SseEventRef<'_> {
     }
 }
 
+/// The UTF-8 byte-order mark a stream may start with.
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
 /// Incremental decoder: give it reads, take events.
 ///
 /// `repr(C)` so the fields every read touches come first and stay together (see the probe's
@@ -60,6 +63,9 @@ pub struct SseDecoder {
     /// The previous read ended in `\r`: a `\n` at the start of the next one belongs to it.
     after_cr: bool,
     started: bool,
+    /// Bytes of a leading byte-order mark matched so far, before the stream has started: a
+    /// read may end inside it.
+    bom_matched: u8,
     has_data: bool,
     /// When the current event's first byte arrived.
     first_byte_at: Option<Instant>,
@@ -97,10 +103,23 @@ impl SseDecoder {
         if std::mem::take(&mut self.handed_out) {
             self.clear_event();
         }
-        if !self.started && !bytes.is_empty() {
-            self.started = true;
-            if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
-                *bytes = rest;
+        // A UTF-8 byte-order mark may open the stream (and is not content), split over reads
+        // like anything else.
+        while !self.started && !bytes.is_empty() {
+            let matched = usize::from(self.bom_matched);
+            if bytes[0] == BOM[matched] {
+                *bytes = &bytes[1..];
+                self.bom_matched += 1;
+                if usize::from(self.bom_matched) == BOM.len() {
+                    self.started = true;
+                }
+            } else {
+                // Not a mark after all: what matched of it is the first line's start.
+                self.started = true;
+                if matched > 0 {
+                    self.first_byte_at.get_or_insert(at);
+                    self.line.extend_from_slice(&BOM[..matched]);
+                }
             }
         }
         // The current event's data while it is one line of this read (then `data` is empty).
@@ -388,6 +407,19 @@ mod tests {
     fn bom_is_skipped_and_unknown_fields_counted() {
         let events = decode_all(&[b"\xEF\xBB\xBFdata: 1\n\nfoo: bar\ndata: 2\n\n"]);
         assert_eq!(datas(&events), ["1", "2"]);
+    }
+
+    #[test]
+    fn a_bom_split_across_reads_is_still_skipped() {
+        // Found by tests/fuzz_parsers.rs: a read ending inside the mark lost the first event.
+        let stream = b"\xEF\xBB\xBFdata: 1\n\n";
+        for cut in 0..=stream.len() {
+            let events = decode_all(&[&stream[..cut], &stream[cut..]]);
+            assert_eq!(datas(&events), ["1"], "cut at {cut}");
+        }
+        // Bytes that only start like a mark are the first line's.
+        let events = decode_all(&[b"\xEF", b"data: 1\n\ndata: 2\n\n"]);
+        assert_eq!(datas(&events), ["2"]);
     }
 
     #[test]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The parsers' long fuzzing mode: every property of tests/fuzz_parsers.rs, one at a time, for
+# at least MINUTES each (default 10), with as many cases as fit (doubling until the time is
+# spent). Prints each property's cases, time and verdict; exits 1 on the first finding.
+#
+#   bash tests/fuzz-long.sh            # 10 minutes per property
+#   MINUTES=1 bash tests/fuzz-long.sh sse chunked
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes=${MINUTES:-10}
+properties=("$@")
+if [ ${#properties[@]} -eq 0 ]; then
+  properties=(sse_events chunked_data chunked_garbage http1_responses importers capacity_tables scenarios catalog_files)
+fi
+cargo test --test fuzz_parsers --no-run >/dev/null 2>&1
+for property in "${properties[@]}"; do
+  cases=1000
+  spent=0
+  total=0
+  while [ "$spent" -lt $((minutes * 60)) ]; do
+    start=$(date +%s)
+    if ! PROPTEST_CASES=$cases cargo test -q --test fuzz_parsers "$property" >/tmp/fuzz-long.$$ 2>&1; then
+      cat /tmp/fuzz-long.$$
+      rm -f /tmp/fuzz-long.$$
+      echo "$property: FINDING after $total cases"
+      exit 1
+    fi
+    spent=$((spent + $(date +%s) - start))
+    total=$((total + cases))
+    cases=$((cases * 2))
+  done
+  rm -f /tmp/fuzz-long.$$
+  echo "$property: $total cases in ${spent} s, no finding"
+done
