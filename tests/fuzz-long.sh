@@ -13,15 +13,16 @@ if [ ${#properties[@]} -eq 0 ]; then
   properties=(sse_events chunked_data chunked_garbage http1_responses importers capacity_tables scenarios catalog_files)
 fi
 cargo test --test fuzz_parsers --no-run >/dev/null 2>&1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for property in "${properties[@]}"; do
   cases=1000
   spent=0
   total=0
   while [ "$spent" -lt $((minutes * 60)) ]; do
     start=$(date +%s)
-    if ! PROPTEST_CASES=$cases cargo test -q --test fuzz_parsers "$property" >/tmp/fuzz-long.$$ 2>&1; then
-      cat /tmp/fuzz-long.$$
-      rm -f /tmp/fuzz-long.$$
+    if ! PROPTEST_CASES=$cases cargo test -q --test fuzz_parsers "$property" >"$log" 2>&1; then
+      cat "$log"
       echo "$property: FINDING after $total cases"
       exit 1
     fi
@@ -29,6 +30,5 @@ for property in "${properties[@]}"; do
     total=$((total + cases))
     cases=$((cases * 2))
   done
-  rm -f /tmp/fuzz-long.$$
   echo "$property: $total cases in ${spent} s, no finding"
 done
