@@ -12,16 +12,19 @@ properties=("$@")
 if [ ${#properties[@]} -eq 0 ]; then
   properties=(sse_events chunked_data chunked_garbage http1_responses importers capacity_tables scenarios catalog_files)
 fi
-cargo test --test fuzz_parsers --no-run >/dev/null 2>&1
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# The test binary, copied: the sources may be rebuilt while this runs.
+built=$(cargo test --test fuzz_parsers --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp "$built" "$work/fuzz_parsers"
+log="$work/log"
 for property in "${properties[@]}"; do
   cases=1000
   spent=0
   total=0
-  while [ "$spent" -lt $((minutes * 60)) ]; do
+  while [ "$total" -eq 0 ] || [ "$spent" -lt $((minutes * 60)) ]; do
     start=$(date +%s)
-    if ! PROPTEST_CASES=$cases cargo test -q --test fuzz_parsers "$property" >"$log" 2>&1; then
+    if ! PROPTEST_CASES=$cases "$work/fuzz_parsers" -q "$property" >"$log" 2>&1; then
       cat "$log"
       echo "$property: FINDING after $total cases"
       exit 1
