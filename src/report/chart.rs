@@ -1,4 +1,4 @@
-//! Line-and-point charts written as SVG and PNG.
+//! Line-and-point charts written as SVG and PNG (bar charts: `bar_chart`).
 //!
 //! Drawn with plotters; the font (DejaVu Sans, free licence, in `fonts/`) is compiled in, so a
 //! chart looks the same on a server with no fonts installed. One description, [`Chart`], draws
@@ -55,7 +55,7 @@ const PALETTE: [RGBColor; 6] = [
 ];
 const RULE: RGBColor = RGBColor(90, 90, 90);
 
-fn register_font() {
+pub(super) fn register_font() {
     static FONT: Once = Once::new();
     FONT.call_once(|| {
         let bytes: &'static [u8] = include_bytes!("fonts/DejaVuSans.ttf");
@@ -198,112 +198,8 @@ pub fn write_chart(chart: &Chart, stem: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(vec![svg, png])
 }
 
-/// Horizontal bars, one per option, labelled on the left with the value at the end.
-#[derive(Debug, Clone, Default)]
-pub struct BarChart {
-    pub title: String,
-    pub x_label: String,
-    pub bars: Vec<(String, f64)>,
-    /// How a value is printed at the end of its bar.
-    pub unit: BarUnit,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub enum BarUnit {
-    #[default]
-    Count,
-    Dollars,
-}
-
-fn draw_bars<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    chart: &BarChart,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    root.fill(&WHITE)?;
-    let n = chart.bars.len().max(1);
-    let high = chart.bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1e-9) * 1.25;
-    let unit = chart.unit;
-    let short = move |v: &f64| -> String {
-        let (value, suffix) = if v.abs() >= 1e9 {
-            (v / 1e9, "G")
-        } else if v.abs() >= 1e6 {
-            (v / 1e6, "M")
-        } else if v.abs() >= 1e3 {
-            (v / 1e3, "k")
-        } else {
-            (*v, "")
-        };
-        let number = crate::report::count((value * 10.0).round() / 10.0);
-        match unit {
-            BarUnit::Dollars => format!("${number}{suffix}"),
-            BarUnit::Count => format!("{number}{suffix}"),
-        }
-    };
-    let mut plot = ChartBuilder::on(root)
-        .caption(&chart.title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(8)
-        .build_cartesian_2d(0.0..high, 0.0..n as f64)?;
-    plot.configure_mesh()
-        .light_line_style(WHITE)
-        .disable_y_mesh()
-        .y_labels(0)
-        .x_label_formatter(&short)
-        .x_desc(chart.x_label.as_str())
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 14))
-        .draw()?;
-    // Each bar's label sits above it, so long labels never crowd an axis.
-    for (index, (label, _)) in chart.bars.iter().enumerate() {
-        let y = (n - index - 1) as f64;
-        plot.draw_series(std::iter::once(Text::new(
-            label.clone(),
-            (high * 0.005, y + 0.93),
-            ("sans-serif", 13).into_font().color(&BLACK),
-        )))?;
-    }
-    for (index, (_, value)) in chart.bars.iter().enumerate() {
-        let y = (n - index - 1) as f64;
-        let colour = PALETTE[index % PALETTE.len()];
-        plot.draw_series(std::iter::once(Rectangle::new(
-            [(0.0, y + 0.1), (*value, y + 0.55)],
-            colour.filled(),
-        )))?;
-        let text = match chart.unit {
-            BarUnit::Count => crate::report::count(*value),
-            BarUnit::Dollars => crate::report::dollars(*value),
-        };
-        plot.draw_series(std::iter::once(Text::new(
-            text,
-            (*value + high * 0.01, y + 0.45),
-            ("sans-serif", 13).into_font().color(&BLACK),
-        )))?;
-    }
-    root.present()?;
-    Ok(())
-}
-
-/// Writes `chart` to `<stem>.svg` and `<stem>.png`; returns the two paths.
-pub fn write_bar_chart(chart: &BarChart, stem: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    register_font();
-    let (svg, png) = (with_extension(stem, ".svg"), with_extension(stem, ".png"));
-    let height = (120 + 44 * chart.bars.len() as u32).clamp(240, 1600);
-    {
-        let root = SVGBackend::new(&svg, (900, height)).into_drawing_area();
-        draw_bars(&root, chart)
-            .map_err(|err| anyhow::anyhow!("drawing {}: {err}", svg.display()))?;
-    }
-    {
-        let root = BitMapBackend::new(&png, (900, height)).into_drawing_area();
-        draw_bars(&root, chart)
-            .map_err(|err| anyhow::anyhow!("drawing {}: {err}", png.display()))?;
-    }
-    Ok(vec![svg, png])
-}
-
 /// `stem` + `extension`, appended (`mindie.throughput` must not become `mindie.svg`).
-fn with_extension(stem: &Path, extension: &str) -> PathBuf {
+pub(super) fn with_extension(stem: &Path, extension: &str) -> PathBuf {
     let mut path = stem.as_os_str().to_owned();
     path.push(extension);
     PathBuf::from(path)
@@ -362,15 +258,5 @@ mod tests {
         let png = std::fs::read(&written[1]).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
         assert!(png.len() > 5_000, "with pixels drawn: {} bytes", png.len());
-        let bars = BarChart {
-            title: "Total cost".into(),
-            x_label: "US$".into(),
-            bars: vec![("8xA30".into(), 1.5e6), ("8xA100".into(), 9.0e5)],
-            unit: BarUnit::Dollars,
-        };
-        let written = write_bar_chart(&bars, &dir.join("bars")).unwrap();
-        let chart = chart_file("cost", &written).unwrap();
-        assert!(chart.svg.contains("$1,500,000") && chart.svg.contains("8xA100"));
-        assert_eq!(chart.png_name, "bars.png");
     }
 }

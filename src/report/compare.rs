@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::chart::{chart_file, write_bar_chart, BarChart, BarUnit};
+use super::bar_chart::{write_bar_chart, Bar, BarChart, BarGroup, BarUnit};
+use super::chart::chart_file;
 use super::html::HtmlExporter;
 use super::markdown::MarkdownExporter;
 use super::{count, dollars, ChartFile, Document, Exporter, Report, Table};
@@ -272,8 +273,27 @@ pub fn save(report: &CompareReport, dir: &Path, name: &str) -> anyhow::Result<Ve
         .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", dir.display()))?;
     let mut written = Vec::new();
     let mut charts = Vec::new();
-    let label = |o: &crate::plan::compare::CostedPlan| {
-        format!("{} · {} {}", o.plan.model, o.plan.node, o.plan.split)
+    // One panel per model (each on its own scale), bars coloured by their evidence.
+    let grouped = |value: &dyn Fn(&crate::plan::compare::CostedPlan) -> Option<f64>| {
+        let mut groups: Vec<BarGroup> = Vec::new();
+        for option in &report.costed {
+            let Some(v) = value(option) else {
+                continue;
+            };
+            let bar = Bar {
+                label: format!("{} {}", option.plan.node, option.plan.split),
+                value: v,
+                kind: option.plan.source.to_string(),
+            };
+            match groups.iter_mut().find(|g| g.name == option.plan.model) {
+                Some(group) => group.bars.push(bar),
+                None => groups.push(BarGroup {
+                    name: option.plan.model.clone(),
+                    bars: vec![bar],
+                }),
+            }
+        }
+        groups
     };
     let cost = BarChart {
         title: format!(
@@ -281,25 +301,17 @@ pub fn save(report: &CompareReport, dir: &Path, name: &str) -> anyhow::Result<Ve
             count(report.options.costs.years)
         ),
         x_label: "US$".into(),
-        bars: report
-            .costed
-            .iter()
-            .filter_map(|o| Some((label(o), o.cost.total_usd?)))
-            .collect(),
+        groups: grouped(&|o| o.cost.total_usd),
         unit: BarUnit::Dollars,
     };
     let nodes = BarChart {
         title: "Nodes per option".into(),
         x_label: "nodes".into(),
-        bars: report
-            .costed
-            .iter()
-            .map(|o| (label(o), o.plan.nodes as f64))
-            .collect(),
+        groups: grouped(&|o| Some(o.plan.nodes as f64)),
         unit: BarUnit::Count,
     };
     for (chart, suffix) in [(&cost, "cost"), (&nodes, "nodes")] {
-        if chart.bars.is_empty() {
+        if chart.is_empty() {
             continue;
         }
         let files = write_bar_chart(chart, &dir.join(format!("{name}.{suffix}")))?;

@@ -4,6 +4,7 @@
 //! lay itself out as a [`Document`]: lines of context, tables and notes. One exporter per format
 //! renders documents, so every command gets every format.
 
+pub mod bar_chart;
 pub mod calibrate;
 pub mod chart;
 pub mod compare;
