@@ -13,6 +13,7 @@ use capplan::plan::{Demand, SolveRequest};
 use capplan::probe::redact::{redact_command, redact_url};
 use capplan::probe::run::{Input, LayoutInfo, LoadShape, ProbeConfig, Target};
 use capplan::probe::search::Ramp;
+use capplan::probe::soak::Soak;
 use capplan::report::hardware::Section;
 use capplan::report::Format;
 use capplan::sim::calibration_file::Calibrations;
@@ -371,6 +372,13 @@ pub struct ProbeArgs {
     /// about a thousand streams; raise it when the self-check flags the client
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), value_name = "N")]
     pub client_threads: u16,
+    /// Soak: hold the one --concurrency level this long (e.g. 8h), with statistics per
+    /// --interval in soak.csv and memory that stays flat however long it runs
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub duration: Option<f64>,
+    /// With --duration: close an interval of statistics this often
+    #[arg(long, default_value = "1m", value_parser = parse_limit, value_name = "DUR", requires = "duration")]
+    pub interval: f64,
 }
 
 /// One serving instance: a model on TP cards, linked as in a node shape.
@@ -898,6 +906,10 @@ impl ProbeArgs {
                 batch: self.batch_size,
                 batch_sizes: self.batch_sizes.clone(),
                 knee_jump: (!self.batch_sizes.is_empty()).then_some(self.knee_jump),
+                soak: self.duration.map(|duration_s| Soak {
+                    duration_s,
+                    interval_s: self.interval,
+                }),
             },
             client_threads: usize::from(self.client_threads),
             command: redact_command(std::env::args()),

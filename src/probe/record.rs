@@ -120,6 +120,29 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// Multiplies every duration by `factor`: a server running `factor`× faster than real
+    /// time is read in its own seconds.
+    pub fn scale_times(&mut self, factor: f64) {
+        if factor == 1.0 {
+            return;
+        }
+        let s = |v: &mut f64| *v *= factor;
+        s(&mut self.e2e_s);
+        for value in [
+            &mut self.ttft_s,
+            &mut self.ttft_visible_s,
+            &mut self.tpot_s,
+            &mut self.itl_mean_s,
+            &mut self.itl_max_s,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            s(value);
+        }
+        self.itl_s.iter_mut().for_each(s);
+    }
+
     /// TPOT from E2E and TTFT: (e2e − ttft) / (tokens − 1).
     pub fn tpot_of(e2e: f64, ttft: Option<f64>, tokens: u32) -> Option<f64> {
         match ttft {

@@ -13,6 +13,7 @@ use super::client::Endpoint;
 use super::prompts::PromptSource;
 use super::run_dir;
 use super::search::{bracket, next_level_guided, Bracket, Ramp};
+use super::soak::{run_soak, Soak, SoakReport, SOAK_FILE};
 use super::step::{run_step, ProbeContext, StepSpec, StepSummary};
 use super::verdict::{min_samples, Verdict};
 use crate::error::InputError;
@@ -91,6 +92,9 @@ pub struct LoadShape {
     /// (`None`: 5 %).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub knee_jump: Option<f64>,
+    /// A soak: the one level held this long, with statistics per interval (no search).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<Soak>,
 }
 
 /// A knee is a rise of at least 5 % in latency per item: the Paddle Serving sweep's step is
@@ -248,6 +252,30 @@ impl ProbeConfig {
         if self.load.requests_per_user == Some(0) {
             return Err(InputError::value("--requests-per-user must be at least 1"));
         }
+        if let Some(soak) = &self.load.soak {
+            if self.sweep_concurrency().is_none() {
+                return Err(InputError::value(
+                    "--duration holds one level: give exactly one --concurrency N",
+                ));
+            }
+            let others = [
+                (self.load.requests_per_user.is_some(), "--requests-per-user"),
+                (self.load.stability.is_some(), "--stability"),
+                (!self.load.batch_sizes.is_empty(), "--batch-sizes"),
+            ];
+            if let Some((_, flag)) = others.iter().find(|(given, _)| *given) {
+                return Err(InputError::value(format!(
+                    "--duration holds one level for a time; {flag} shapes a search's levels: give one of them"
+                )));
+            }
+            if soak.interval_s > soak.duration_s {
+                return Err(InputError::value(format!(
+                    "--interval {} is longer than --duration {}: give an interval within the soak",
+                    format_seconds(soak.interval_s),
+                    format_seconds(soak.duration_s)
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -314,6 +342,9 @@ pub struct ProbeReport {
     pub batch_sweep: Vec<BatchPoint>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub knee: Option<BatchKnee>,
+    /// A soak's intervals and totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakReport>,
     pub notes: Vec<String>,
 }
 
@@ -358,6 +389,14 @@ fn run_json(config: &ProbeConfig, status: &str, report: Option<&ProbeReport>) ->
             "requests_sent": report.requests_sent,
             "usage_from_server": report.usage_from_server,
         });
+        if let Some(soak) = &report.soak {
+            let mut summary = serde_json::to_value(soak).unwrap_or_default();
+            if let Some(object) = summary.as_object_mut() {
+                // The intervals are in soak.csv.
+                object.remove("intervals");
+            }
+            value["soak"] = summary;
+        }
         if !report.batch_sweep.is_empty() {
             value["batch_sweep"] = serde_json::json!({
                 "concurrency": config.sweep_concurrency(),
@@ -536,7 +575,31 @@ pub async fn run_probe(
     let mut late_levels: BTreeMap<u32, u32> = BTreeMap::new();
     let mut too_busy: Option<String> = None;
     let time_scaled = time_scale != 1.0 || matches!(config.target, Target::Sim { .. });
+    let mut soaked: Option<SoakReport> = None;
     let search = async {
+        // A soak: the one level, held for its duration.
+        if let (Some(soak), Some(concurrency)) = (config.load.soak, config.sweep_concurrency()) {
+            if let Some(bar) = &bar {
+                bar.set_message(format!(
+                    "soak: {concurrency} users for {}",
+                    format_seconds(soak.duration_s)
+                ));
+            }
+            let warmup = config.step_spec(step_number, concurrency).warmup;
+            let report = run_soak(&ctx, concurrency, warmup, soak, &dir.join(SOAK_FILE)).await?;
+            verdicts.insert(
+                concurrency,
+                if report.pass {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail
+                },
+            );
+            server_seconds += report.intervals.last().map_or(0.0, |i| i.end_s) / time_scale;
+            requests_sent += report.sent as usize;
+            soaked = Some(report);
+            return Ok::<_, anyhow::Error>(());
+        }
         // A batch sweep: one level per batch size at its one concurrency, each with an API
         // sending that many items.
         if let Some(concurrency) = config
@@ -634,6 +697,12 @@ pub async fn run_probe(
         .iter()
         .find(|s| Some(s.concurrency) == found.first_fail)
         .map(|s| s.verdict.explain())
+        .or_else(|| {
+            soaked
+                .as_ref()
+                .filter(|s| !s.pass)
+                .map(|s| s.verdict.clone())
+        })
         .unwrap_or_else(|| match found.first_fail {
             Some(_) => "recorded in an earlier session of this run".to_string(),
             None => format!("no level up to {max_concurrency} failed"),
@@ -678,6 +747,7 @@ pub async fn run_probe(
         usage_from_server: ctx.endpoint.usage_requested(),
         batch_sweep,
         knee,
+        soak: soaked,
         steps,
         result: found,
         limit,
@@ -690,7 +760,11 @@ pub async fn run_probe(
     writer
         .await
         .map_err(|err| anyhow::anyhow!("request log: {err}"))??;
-    super::parquet::write_parquet(&dir)?;
+    // A soak's requests stay on disk only: reading them back for Parquet would hold them
+    // all in memory at once.
+    if report.soak.is_none() {
+        super::parquet::write_parquet(&dir)?;
+    }
     run_dir::write_run_json(&dir, &run_json(&config, status, Some(&report)))?;
     Ok(report)
 }

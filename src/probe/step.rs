@@ -15,11 +15,12 @@ use rand::SeedableRng;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::client::{send_tracked, Endpoint, Progress};
+use super::client::Endpoint;
 use super::metrics::{self, MetricsSplit};
 use super::prompts::PromptSource;
 use super::record::{FailureKind, Phase, RequestRecord};
 use super::selfcheck::{ClientCheck, Watch};
+use super::user::{record_cut_off, send_request, InFlightSlot};
 use super::verdict::{judge, Samples, StepVerdict, Verdict};
 use crate::slo::Slo;
 use crate::stats::Summary;
@@ -161,18 +162,6 @@ impl StepSummary {
     }
 }
 
-/// A worker's request in flight: what the step writes for it if the level ends first.
-struct InFlight {
-    index: u64,
-    start: Instant,
-    /// Tokens the prompt was built to have.
-    input_tokens: u32,
-    progress: Arc<Progress>,
-}
-
-/// One slot per worker, holding its request while it is in flight.
-type InFlightSlot = Arc<std::sync::Mutex<Option<InFlight>>>;
-
 /// The step's workers; dropping it (a Ctrl-C drops the step) stops them, so nothing keeps
 /// sending and the request log can close.
 struct Workers(Vec<tokio::task::JoinHandle<()>>);
@@ -246,29 +235,15 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                 } else {
                     Phase::Tail
                 };
-                let prompt = ctx.prompts.prompt(&ctx.run_tag, spec.step, n, ctx.seed);
-                let max_tokens = ctx.output_tokens.sample(&mut rng);
-                let progress = Arc::new(Progress::default());
-                put(
+                let record = send_request(
+                    &ctx,
                     &slot,
-                    Some(InFlight {
-                        index: n,
-                        start: Instant::now(),
-                        input_tokens: prompt.tokens,
-                        progress: progress.clone(),
-                    }),
-                );
-                let measured =
-                    send_tracked(&ctx.endpoint, &prompt, max_tokens, Some(&progress)).await;
-                put(&slot, None);
-                let mut record = measured.record;
-                scale(&mut record, ctx.time_scale);
-                record.step = spec.step;
-                record.index = n;
-                record.concurrency = spec.concurrency;
-                record.phase = phase;
-                record.start_s = measured.start.duration_since(ctx.run_start).as_secs_f64();
-                let _ = ctx.sink.send(record.clone());
+                    &mut rng,
+                    (spec.step, spec.concurrency),
+                    n,
+                    phase,
+                )
+                .await;
                 if done_tx.send(record).is_err() {
                     break;
                 }
@@ -350,22 +325,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         sent += 1;
     }
     // Requests still in flight were cut off: on record too, with what they had received.
-    let now = Instant::now();
-    for slot in &slots {
-        let Some(cut) = take(slot) else {
-            continue;
-        };
-        let mut record = cut.progress.cancelled(cut.start, now, cut.input_tokens);
-        scale(&mut record, ctx.time_scale);
-        record.step = spec.step;
-        record.index = cut.index;
-        record.concurrency = spec.concurrency;
-        record.phase = Phase::Cancelled;
-        record.start_s = cut.start.duration_since(ctx.run_start).as_secs_f64();
-        record.streamed = ctx.endpoint.stream;
-        let _ = ctx.sink.send(record);
-        sent += 1;
-    }
+    sent += record_cut_off(ctx, &slots, spec.step, spec.concurrency);
     let verdict = verdict.unwrap_or_else(|| judge_records(&counted, ctx));
     let client = watch.finish();
     let mut summary = summarize(
@@ -473,38 +433,6 @@ fn claim(claimed: &AtomicUsize, target: &AtomicUsize) -> bool {
             Err(actual) => current = actual,
         }
     }
-}
-
-/// Sets a worker's in-flight slot (a poisoned lock still holds a usable value).
-fn put(slot: &InFlightSlot, value: Option<InFlight>) {
-    *slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = value;
-}
-
-fn take(slot: &InFlightSlot) -> Option<InFlight> {
-    slot.lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take()
-}
-
-fn scale(record: &mut RequestRecord, factor: f64) {
-    if factor == 1.0 {
-        return;
-    }
-    let s = |v: &mut f64| *v *= factor;
-    s(&mut record.e2e_s);
-    for value in [
-        &mut record.ttft_s,
-        &mut record.ttft_visible_s,
-        &mut record.tpot_s,
-        &mut record.itl_mean_s,
-        &mut record.itl_max_s,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        s(value);
-    }
-    record.itl_s.iter_mut().for_each(s);
 }
 
 fn judge_records(records: &[RequestRecord], ctx: &ProbeContext) -> StepVerdict {

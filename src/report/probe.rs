@@ -105,6 +105,9 @@ impl Report for ProbeReport {
             Some(fail) => format!("[{} pass, {} fail]", self.result.last_pass, fail),
             None => format!("≥ {} (no level failed)", self.result.last_pass),
         };
+        if let Some(soak) = &self.soak {
+            return soak_document(self, soak, heading);
+        }
         let headline = match &self.knee {
             Some(knee) => sweep_line(knee, &self.batch_sweep),
             None if self.batch_sweep.is_empty() => format!(
@@ -174,5 +177,98 @@ fn sweep_line(knee: &BatchKnee, points: &[BatchPoint]) -> String {
             knee.cheapest,
             knee.cheapest_per_item_s * 1e3
         ),
+    }
+}
+
+/// A soak reads as its intervals, then the whole run's statistics and footprint.
+fn soak_document(
+    report: &ProbeReport,
+    soak: &crate::probe::soak::SoakReport,
+    heading: Vec<String>,
+) -> Document {
+    use crate::probe::soak::LatencyStats;
+    let ms = |s: &Option<LatencyStats>, pick: fn(&LatencyStats) -> f64| {
+        s.as_ref()
+            .map(|s| format!("{:.0}", pick(s) * 1e3))
+            .unwrap_or_else(|| "-".into())
+    };
+    let mut table = Table {
+        caption: Some(format!(
+            "{} users held for {}, one row per {} of the server's time (HDR histograms, three significant digits); latency in ms",
+            soak.concurrency,
+            format_seconds(soak.duration_s),
+            format_seconds(soak.interval_s)
+        )),
+        headers: [
+            "interval", "from s", "requests", "failed", "TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50",
+            "TPOT p90", "TPOT p99", "E2E p90", "out tok/s", "RSS MiB", "open fds",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for row in &soak.intervals {
+        table.rows.push(vec![
+            row.index.to_string(),
+            format!("{:.0}", row.start_s),
+            row.requests.to_string(),
+            row.failed.to_string(),
+            ms(&row.ttft, |s| s.p50_s),
+            ms(&row.ttft, |s| s.p90_s),
+            ms(&row.ttft, |s| s.p99_s),
+            ms(&row.tpot, |s| s.p50_s),
+            ms(&row.tpot, |s| s.p90_s),
+            ms(&row.tpot, |s| s.p99_s),
+            ms(&row.e2e, |s| s.p90_s),
+            format!("{:.0}", row.output_tokens_per_s),
+            row.rss_mib.map_or("-".into(), |v| format!("{v:.1}")),
+            row.open_fds.map_or("-".into(), |v| v.to_string()),
+        ]);
+    }
+    let failures: Vec<String> = soak
+        .failures
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    let mut notes = vec![
+        format!("Soak verdict: {}.", soak.verdict),
+        format!(
+            "{} requests counted ({} ok{}); TTFT p50/p90/p99 {}/{}/{} ms, TPOT {}/{}/{} ms, {:.0} output tokens/s.",
+            soak.requests,
+            soak.ok,
+            if failures.is_empty() {
+                String::new()
+            } else {
+                format!(", failed: {}", failures.join(", "))
+            },
+            ms(&soak.ttft, |s| s.p50_s),
+            ms(&soak.ttft, |s| s.p90_s),
+            ms(&soak.ttft, |s| s.p99_s),
+            ms(&soak.tpot, |s| s.p50_s),
+            ms(&soak.tpot, |s| s.p90_s),
+            ms(&soak.tpot, |s| s.p99_s),
+            soak.output_tokens_per_s
+        ),
+        format!(
+            "{} requests sent (warm-up and {} cut off at the end included), {:.1} s of server time.",
+            report.requests_sent, soak.cut_off, report.server_seconds
+        ),
+    ];
+    if let (Some(first), Some(max), Some(fds0), Some(fds)) = (
+        soak.rss_mib_first,
+        soak.rss_mib_max,
+        soak.open_fds_first,
+        soak.open_fds_max,
+    ) {
+        notes.push(format!(
+            "Footprint of the probe: resident memory {first:.1} MiB at the first interval, at most {max:.1} MiB; open file descriptors {fds0}, at most {fds}."
+        ));
+    }
+    notes.extend(report.notes.iter().cloned());
+    Document {
+        heading,
+        tables: vec![table],
+        notes,
+        ..Document::default()
     }
 }
