@@ -114,6 +114,8 @@ where
                 axum::Json(error_body("no such route", "not_found", 404)),
             )
         })
+        // Bodies are read and bounded by `read_body`, which answers an oversized one.
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state);
     ready(format!("http://{address}"));
     let listener = listener.tap_io(|tcp| {
@@ -162,12 +164,58 @@ pub async fn start(engine: Engine, config: ServeConfig) -> anyhow::Result<Runnin
     }
 }
 
-async fn chat(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    handle(state, Api::Chat, body).await
+async fn chat(State(state): State<Arc<AppState>>, body: Body) -> Response {
+    match read_body(body).await {
+        Ok(raw) => handle(state, Api::Chat, raw).await,
+        Err(refused) => refused,
+    }
 }
 
-async fn completions(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    handle(state, Api::Completions, body).await
+async fn completions(State(state): State<Arc<AppState>>, body: Body) -> Response {
+    match read_body(body).await {
+        Ok(raw) => handle(state, Api::Completions, raw).await,
+        Err(refused) => refused,
+    }
+}
+
+/// Largest request body the server takes (prompts of a few hundred thousand tokens).
+const MAX_BODY: usize = 4 << 20;
+/// Largest body it reads to its end before answering 413: a client still uploading when the
+/// answer comes would see its connection cut, not the answer.
+const MAX_DRAINED: usize = 64 << 20;
+
+/// The request's body, or the response refusing it: a body over [`MAX_BODY`] is read to its
+/// end (without keeping it) and answered 413; one over [`MAX_DRAINED`] has its connection cut.
+async fn read_body(body: Body) -> Result<Bytes, Response> {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut kept: Vec<u8> = Vec::new();
+    let mut total = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|err| {
+            error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("could not read the request body: {err}"),
+                "invalid_request_error",
+            )
+        })?;
+        total += chunk.len();
+        if total > MAX_DRAINED {
+            // Answering now would be lost in the upload; the connection closes with the error.
+            return Err(StatusCode::PAYLOAD_TOO_LARGE.into_response());
+        }
+        if total <= MAX_BODY {
+            kept.extend_from_slice(&chunk);
+        }
+    }
+    if total > MAX_BODY {
+        return Err(error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is {total} bytes; this server takes at most {MAX_BODY}"),
+            "invalid_request_error",
+        ));
+    }
+    Ok(Bytes::from(kept))
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Response {
