@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 use super::record::{FailureKind, Phase, RequestRecord};
 use super::step::ProbeContext;
-use super::user::{record_cut_off, send_request, InFlightSlot};
+use super::user::{record_cut_off, send_request, InFlightSlot, Users};
 use crate::slo::Percentile;
 
 /// How long to hold the level, and how often to report, in the server's seconds.
@@ -252,10 +252,11 @@ pub async fn run_soak(
     let stop = Arc::new(AtomicBool::new(false));
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<RequestRecord>();
     let slots: Vec<InFlightSlot> = (0..concurrency).map(|_| InFlightSlot::default()).collect();
-    let mut workers = Vec::new();
+    // Aborted on any exit (a Ctrl-C drops this future): nothing keeps sending.
+    let mut workers = Users::default();
     for (user, slot) in (0..concurrency).zip(slots.iter().cloned()) {
         let (ctx, next, stop, done_tx) = (ctx.clone(), next.clone(), stop.clone(), done_tx.clone());
-        workers.push(tokio::spawn(async move {
+        workers.spawn(async move {
             let mut rng = StdRng::seed_from_u64(ctx.seed ^ u64::from(user));
             while !stop.load(Ordering::Relaxed) {
                 let n = next.fetch_add(1, Ordering::Relaxed);
@@ -273,11 +274,9 @@ pub async fn run_soak(
                     tokio::time::sleep(Duration::from_secs_f64(think)).await;
                 }
             }
-        }));
+        });
     }
     drop(done_tx);
-    // Aborted on any exit (a Ctrl-C drops this future): nothing keeps sending.
-    let workers = AbortOnDrop(workers);
 
     let started = tokio::time::Instant::now();
     let end = started + wall(soak.duration_s);
@@ -309,7 +308,7 @@ pub async fn run_soak(
         }
     }
     stop.store(true, Ordering::Relaxed);
-    drop(workers);
+    workers.stop().await;
     // Records that finished while stopping are on disk already; cut-off ones are written now.
     while let Ok(record) = done_rx.try_recv() {
         sent += 1;
@@ -342,16 +341,6 @@ pub async fn run_soak(
         cut_off,
         now,
     ))
-}
-
-struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        for worker in &self.0 {
-            worker.abort();
-        }
-    }
 }
 
 /// Closes the interval `[from, to)`: its row, its counts merged into `total`, then reset.

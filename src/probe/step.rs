@@ -20,7 +20,7 @@ use super::metrics::{self, MetricsSplit};
 use super::prompts::PromptSource;
 use super::record::{FailureKind, Phase, RequestRecord};
 use super::selfcheck::{ClientCheck, Watch};
-use super::user::{record_cut_off, send_request, InFlightSlot};
+use super::user::{record_cut_off, send_request, InFlightSlot, Users};
 use super::verdict::{judge, Samples, StepVerdict, Verdict};
 use crate::slo::Slo;
 use crate::stats::Summary;
@@ -162,18 +162,6 @@ impl StepSummary {
     }
 }
 
-/// The step's workers; dropping it (a Ctrl-C drops the step) stops them, so nothing keeps
-/// sending and the request log can close.
-struct Workers(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for worker in &self.0 {
-            worker.abort();
-        }
-    }
-}
-
 /// Runs one step and judges it.
 pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     // The server's counters before the load starts and after it ends (see `metrics`).
@@ -198,7 +186,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
     }
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<RequestRecord>();
 
-    let mut workers = Workers(Vec::new());
+    let mut workers = Users::default();
     let slots: Vec<InFlightSlot> = (0..spec.concurrency)
         .map(|_| InFlightSlot::default())
         .collect();
@@ -212,7 +200,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
             done_tx.clone(),
             spawned.clone(),
         );
-        workers.0.push(tokio::spawn(async move {
+        workers.spawn(async move {
             let mut rng =
                 StdRng::seed_from_u64(ctx.seed ^ (u64::from(spec.step) << 32) ^ u64::from(worker));
             if let Some(rate) = spec.spawn_rate.filter(|r| *r > 0.0) {
@@ -252,7 +240,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
                     tokio::time::sleep(Duration::from_secs_f64(think)).await;
                 }
             }
-        }));
+        });
     }
     drop(done_tx);
 
@@ -316,10 +304,7 @@ pub async fn run_step(ctx: &Arc<ProbeContext>, spec: StepSpec) -> StepSummary {
         stable = Some(false);
     }
     stop.store(true, Ordering::Relaxed);
-    for worker in std::mem::take(&mut workers.0) {
-        worker.abort();
-        let _ = worker.await;
-    }
+    workers.stop().await;
     // Requests that finished while stopping are on disk already; count them as sent.
     while done_rx.try_recv().is_ok() {
         sent += 1;

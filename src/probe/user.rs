@@ -35,6 +35,37 @@ impl InFlightSlot {
     }
 }
 
+/// The users' tasks. Dropping them (a Ctrl-C drops the level) aborts them, so nothing keeps
+/// sending and the request log can close; [`Users::stop`] also waits until each is gone.
+#[derive(Default)]
+pub struct Users(Vec<tokio::task::JoinHandle<()>>);
+
+impl Users {
+    pub fn spawn<F>(&mut self, user: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.0.push(tokio::spawn(user));
+    }
+
+    /// Aborts every user and waits until none runs: after it, no user can still file a
+    /// record or touch its in-flight slot, so what the slots hold was cut off.
+    pub async fn stop(mut self) {
+        for user in std::mem::take(&mut self.0) {
+            user.abort();
+            let _ = user.await;
+        }
+    }
+}
+
+impl Drop for Users {
+    fn drop(&mut self) {
+        for user in &self.0 {
+            user.abort();
+        }
+    }
+}
+
 /// Sends request `index` of `step` for a user holding `slot`, files it under `phase` and
 /// writes it to the run's log; returns the record.
 pub async fn send_request(
@@ -67,7 +98,7 @@ pub async fn send_request(
     record
 }
 
-/// After the users' tasks were stopped: writes a `cancelled` record for every request they
+/// After the users were stopped ([`Users::stop`]): writes a `cancelled` record for every request they
 /// still had in flight (with what it had received) and returns how many.
 pub fn record_cut_off(
     ctx: &ProbeContext,
@@ -86,7 +117,6 @@ pub fn record_cut_off(
         record.step = step;
         record.index = cut.index;
         record.concurrency = concurrency;
-        record.phase = Phase::Cancelled;
         record.start_s = cut.start.duration_since(ctx.run_start).as_secs_f64();
         record.streamed = ctx.endpoint.stream;
         let _ = ctx.sink.send(record);
