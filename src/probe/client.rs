@@ -233,14 +233,10 @@ impl Progress {
     /// status if its head came, its first chunk's time if one came, and the generated chunks
     /// as its output count (an estimate).
     pub fn cancelled(&self, start: Instant, now: Instant, input_tokens: u32) -> RequestRecord {
-        let prompt = Prompt {
-            text: String::new(),
-            tokens: input_tokens,
-        };
         let mut record = failed(
             start,
             fail(FailureKind::Truncated, "cancelled: the level ended"),
-            &prompt,
+            input_tokens,
         )
         .record;
         record.error_kind = None;
@@ -254,12 +250,6 @@ impl Progress {
         record.output_tokens = record.chunks;
         record.http_status = self.answered.get().copied();
         record
-    }
-
-    /// Whether the server answered before the request was cut off (without an answer it may
-    /// never have reached the server).
-    pub fn answered(&self) -> bool {
-        self.answered.get().is_some()
     }
 }
 
@@ -315,7 +305,7 @@ async fn exchange(
                 return failed(
                     start,
                     fail(FailureKind::Timeout, "no response before the deadline"),
-                    prompt,
+                    prompt.tokens,
                 )
             }
             Ok(Err(SendError::Stale)) if !retried_stale => {
@@ -332,11 +322,11 @@ async fn exchange(
                         FailureKind::Connect,
                         "request failed: the server closed the connection without a response",
                     ),
-                    prompt,
+                    prompt.tokens,
                 );
             }
             Ok(Err(SendError::Failed(message))) => {
-                return failed(start, fail(FailureKind::Connect, message), prompt);
+                return failed(start, fail(FailureKind::Connect, message), prompt.tokens);
             }
             Ok(Ok(response)) => response,
         };
@@ -363,7 +353,7 @@ async fn exchange(
                         text.chars().take(300).collect::<String>()
                     ),
                 },
-                prompt,
+                prompt.tokens,
             );
         }
         let headers = timings_from_headers(response.headers());
@@ -414,7 +404,8 @@ async fn read_text(response: &mut Response, deadline: Instant) -> String {
     }
 }
 
-fn failed(start: Instant, failure: Failure, prompt: &Prompt) -> Measured {
+/// The record of a request that ended in `failure`; its prompt was built to `input_tokens`.
+fn failed(start: Instant, failure: Failure, input_tokens: u32) -> Measured {
     let e2e = start.elapsed().as_secs_f64();
     Measured {
         start,
@@ -432,7 +423,7 @@ fn failed(start: Instant, failure: Failure, prompt: &Prompt) -> Measured {
             ttft_visible_s: None,
             tpot_s: None,
             e2e_s: e2e,
-            input_tokens: prompt.tokens,
+            input_tokens,
             input_tokens_from: CountSource::Requested,
             output_tokens: 0,
             output_tokens_from: CountSource::Chunks,
@@ -697,7 +688,7 @@ async fn read_stream(
         });
     }
     if let Some(failure) = failure {
-        let mut measured = failed(start, failure, prompt);
+        let mut measured = failed(start, failure, prompt.tokens);
         measured.record.chunks = chunks.len() as u32;
         measured.record.ttft_s = chunks
             .first()
@@ -783,10 +774,10 @@ async fn read_whole(
             return failed(
                 start,
                 fail(FailureKind::Timeout, "no whole body before the deadline"),
-                prompt,
+                prompt.tokens,
             )
         }
-        Err(message) => return failed(start, fail(FailureKind::Reset, message), prompt),
+        Err(message) => return failed(start, fail(FailureKind::Reset, message), prompt.tokens),
         Ok(body) => body,
     };
     let e2e = start.elapsed().as_secs_f64();
@@ -794,7 +785,7 @@ async fn read_whole(
         Err(problem) => failed(
             start,
             fail(FailureKind::StreamError, clip(&problem)),
-            prompt,
+            prompt.tokens,
         ),
         Ok(whole) => {
             let usage = whole.usage.unwrap_or_default();
@@ -806,7 +797,7 @@ async fn read_whole(
                 (u32::from(whole.text_chars > 0), CountSource::Chunks),
             );
             let (input_tokens, input_from) = endpoint.input_count(usage.prompt_tokens, prompt);
-            let mut measured = failed(start, fail(FailureKind::Http, ""), prompt);
+            let mut measured = failed(start, fail(FailureKind::Http, ""), prompt.tokens);
             let record = &mut measured.record;
             record.ok = true;
             record.error_kind = None;

@@ -232,7 +232,7 @@ impl ProbeConfig {
         if self.load.batch_sizes.contains(&0) || self.load.batch == Some(0) {
             return Err(InputError::value("batch sizes must be at least 1"));
         }
-        if !self.load.batch_sizes.is_empty() && self.sweep_concurrency().is_none() {
+        if !self.load.batch_sizes.is_empty() && self.single_concurrency().is_none() {
             return Err(InputError::value(
                 "--batch-sizes sweeps at one concurrency: give exactly one --concurrency N",
             ));
@@ -253,7 +253,7 @@ impl ProbeConfig {
             return Err(InputError::value("--requests-per-user must be at least 1"));
         }
         if let Some(soak) = &self.load.soak {
-            if self.sweep_concurrency().is_none() {
+            if self.single_concurrency().is_none() {
                 return Err(InputError::value(
                     "--duration holds one level: give exactly one --concurrency N",
                 ));
@@ -279,8 +279,8 @@ impl ProbeConfig {
         Ok(())
     }
 
-    /// The one concurrency a batch sweep runs at.
-    fn sweep_concurrency(&self) -> Option<u32> {
+    /// The one concurrency a batch sweep or a soak runs at (`--concurrency N` alone).
+    fn single_concurrency(&self) -> Option<u32> {
         match &self.ramp {
             Ramp::Fixed(levels) if levels.len() == 1 => Some(levels[0]),
             _ => None,
@@ -399,7 +399,7 @@ fn run_json(config: &ProbeConfig, status: &str, report: Option<&ProbeReport>) ->
         }
         if !report.batch_sweep.is_empty() {
             value["batch_sweep"] = serde_json::json!({
-                "concurrency": config.sweep_concurrency(),
+                "concurrency": config.single_concurrency(),
                 "levels": report.batch_sweep.iter().map(|p| serde_json::json!({
                     "batch": p.batch,
                     "latency_mean_s": p.latency_s,
@@ -578,7 +578,7 @@ pub async fn run_probe(
     let mut soaked: Option<SoakReport> = None;
     let search = async {
         // A soak: the one level, held for its duration.
-        if let (Some(soak), Some(concurrency)) = (config.load.soak, config.sweep_concurrency()) {
+        if let (Some(soak), Some(concurrency)) = (config.load.soak, config.single_concurrency()) {
             if let Some(bar) = &bar {
                 bar.set_message(format!(
                     "soak: {concurrency} users for {}",
@@ -603,7 +603,7 @@ pub async fn run_probe(
         // A batch sweep: one level per batch size at its one concurrency, each with an API
         // sending that many items.
         if let Some(concurrency) = config
-            .sweep_concurrency()
+            .single_concurrency()
             .filter(|_| !config.load.batch_sizes.is_empty())
         {
             for &batch in &config.load.batch_sizes {

@@ -211,7 +211,7 @@ impl OperatorStep {
                 let measured = self.tables.gemm_us(name, m, n, k).unwrap_or(0.0);
                 match self.skipped_scale_us(name, m, k) {
                     // Never faster than reading its weights and activations once.
-                    Some(skipped) => (measured - skipped).max(self.bytes_us(m, n, k, 1.0)),
+                    Some(skipped) => (measured - skipped).max(self.fp8_bytes_us(m, n, k)),
                     None => measured,
                 }
             }
@@ -227,10 +227,10 @@ impl OperatorStep {
             .flatten()
     }
 
-    /// Reading an `n`×`k` weight of `weight_bytes` per element and writing the 16-bit
-    /// activations once at the card's bandwidth, µs: the floor no kernel beats.
-    fn bytes_us(&self, m: f64, n: f64, k: f64, weight_bytes: f64) -> f64 {
-        (n * k * weight_bytes + 2.0 * m * (n + k)) / self.hbm_bytes_per_s * 1e6
+    /// Reading an `n`×`k` FP8 weight (one byte per element) and the 16-bit activations
+    /// once at the card's bandwidth, µs: the floor no FP8 GEMM beats.
+    fn fp8_bytes_us(&self, m: f64, n: f64, k: f64) -> f64 {
+        (n * k + 2.0 * m * (n + k)) / self.hbm_bytes_per_s * 1e6
     }
 
     /// A weight-only quantised GEMM (AWQ/GPTQ int4, int8) from the bf16 table: at one token a
@@ -515,12 +515,12 @@ mod tests {
             dynamic.gemm_us(4.0, 1280.0, 8192.0),
             fixed.gemm_us(4.0, 1280.0, 8192.0),
         );
-        let expected = (d - scale).max(fixed.bytes_us(4.0, 1280.0, 8192.0, 1.0));
+        let expected = (d - scale).max(fixed.fp8_bytes_us(4.0, 1280.0, 8192.0));
         assert!((s - expected).abs() < 1e-9, "{s} vs {expected}");
         assert!(s < d);
         // Whatever is subtracted, a GEMM still reads its weights: the 70B model's widest
         // per-card projection is never timed below its bytes over the bandwidth.
-        let floor = fixed.bytes_us(1.0, 7168.0, 8192.0, 1.0);
+        let floor = fixed.fp8_bytes_us(1.0, 7168.0, 8192.0);
         assert!(fixed.gemm_us(1.0, 7168.0, 8192.0) >= floor - 1e-9);
         // bf16 weights are untouched.
         let bf16 = |s: &OperatorStep| s.tables.gemm_us("bf16", 4.0, 1280.0, 8192.0);
