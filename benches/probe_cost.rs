@@ -20,7 +20,7 @@ use capplan::sim::serve::{start, ServeConfig};
 use capplan::sim::virtual_run::{run_virtual, Arrivals, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
 use capplan::slo::{Percentile, Slo};
 use capplan::stats::statistic;
-use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 
 const SWEEP: [u32; 11] = [8, 16, 32, 64, 128, 150, 200, 256, 300, 400, 512];
 const SCALE: f64 = 20.0;
@@ -30,6 +30,7 @@ fn workload() -> Workload {
         input_tokens: TokenLengths::Uniform { min: 100, max: 700 },
         output_tokens: TokenLengths::Uniform { min: 50, max: 350 },
         think_time: ThinkTime::NONE,
+        prefix_share: PrefixShare::NONE,
     }
 }
 

@@ -9,7 +9,7 @@ use capplan::sim::predict::{engine_for, predict, Calibration, Layout, PredictReq
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{start, ServeConfig};
 use capplan::slo::{Percentile, Slo};
-use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 use futures_util::StreamExt;
 
 fn main() {
@@ -24,6 +24,7 @@ fn predict_times() {
             input_tokens: TokenLengths::Uniform { min: 256, max: 768 },
             output_tokens: TokenLengths::Uniform { min: 128, max: 384 },
             think_time: ThinkTime::NONE,
+            prefix_share: PrefixShare::NONE,
         },
         Slo {
             ttft_s: 2.0,

@@ -25,7 +25,7 @@ use capplan::slo::{parse_positive_seconds, Percentile, Slo};
 use capplan::store::import::ImportFormat;
 use capplan::workload::dataset::{read_dataset, DatasetLengths};
 use capplan::workload::tokens::LocalTokenizer;
-use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -478,6 +478,10 @@ pub struct WorkloadArgs {
     /// characters or one other character per token]
     #[arg(long, value_name = "FILE", requires = "dataset")]
     pub tokenizer: Option<PathBuf>,
+    /// Share of each prompt the engine's prefix cache already holds — a system prompt every
+    /// request repeats, a conversation's earlier turns: 0.4 or 40% [default: 0]
+    #[arg(long, value_parser = parse_input::<PrefixShare>, value_name = "SHARE", allow_hyphen_values = true)]
+    pub prefix_share: Option<PrefixShare>,
 }
 
 impl WorkloadArgs {
@@ -524,6 +528,7 @@ impl WorkloadArgs {
             input_tokens,
             output_tokens,
             think_time,
+            prefix_share: self.prefix_share.unwrap_or_default(),
         })
     }
 }
@@ -1020,6 +1025,11 @@ impl SolveArgs {
                 input_tokens: input,
                 output_tokens: output,
                 think_time: think_time.unwrap_or(ThinkTime::NONE),
+                prefix_share: self
+                    .workload
+                    .prefix_share
+                    .or(from.prefix_share)
+                    .unwrap_or_default(),
             },
             engine,
             scenario,

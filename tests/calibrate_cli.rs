@@ -11,7 +11,7 @@ use capplan::sim::predict::{evaluate_level, Calibration, Layout, PredictRequest}
 use capplan::sim::Efficiency;
 use capplan::slo::{Percentile, Slo};
 use capplan::store::steps::{write_steps_csv, Level, Metric};
-use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 use common::{capplan, json, scratch};
 
 /// Levels of llama-3.1-8b on one L4 as an engine with `truth` would serve them.
@@ -35,6 +35,7 @@ fn measured_levels(truth: Efficiency) -> Vec<Level> {
             input_tokens: TokenLengths::Fixed { tokens: 512 },
             output_tokens: TokenLengths::Fixed { tokens: 128 },
             think_time: ThinkTime::NONE,
+            prefix_share: PrefixShare::NONE,
         },
         Slo {
             ttft_s: f64::INFINITY,

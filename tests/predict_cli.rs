@@ -89,3 +89,58 @@ fn bad_datasets_and_rates_name_what_is_wrong() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("missing.jsonl"), "{}", run.stderr);
 }
+
+#[test]
+fn a_cached_prefix_saves_prefill_and_holds_more_users() {
+    // Long prompts and short replies: prefill is most of the work, so a prefix cache that
+    // already holds 90 % of every prompt lets one instance hold more users at the same TTFT.
+    let lengths = ["--input-tokens", "3000", "--output-tokens", "64"];
+    let plain = predict(&lengths);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let mut args = lengths.to_vec();
+    args.extend(["--prefix-share", "90%"]);
+    let cached = predict(&args);
+    assert_eq!(cached.code, 0, "{}", cached.stderr);
+    let (plain, cached) = (json(&plain), json(&cached));
+    assert!(plain["workload"].get("prefix_share").is_none());
+    assert_eq!(cached["workload"]["prefix_share"], 0.9);
+    let c_star = |value: &serde_json::Value| value["c_star"].as_u64().unwrap();
+    assert!(
+        c_star(&cached) > c_star(&plain),
+        "C* {} with 90 % cached vs {} without",
+        c_star(&cached),
+        c_star(&plain)
+    );
+    // The table says what the prediction assumed.
+    let table = capplan(&[
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "L4",
+        "--ttft",
+        "2s",
+        "--input-tokens",
+        "3000",
+        "--output-tokens",
+        "64",
+        "--prefix-share",
+        "0.9",
+    ]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table.stdout.contains("90 % of each prompt cached"),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn a_prefix_share_outside_zero_to_one_is_refused() {
+    for bad in ["1.5", "-0.2", "most"] {
+        let run = predict(&["--prefix-share", bad]);
+        assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
+        assert!(run.stderr.contains(bad), "{}", run.stderr);
+        assert!(run.stderr.contains("0 to 1"), "{}", run.stderr);
+    }
+}

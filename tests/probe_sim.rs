@@ -14,7 +14,7 @@ use capplan::probe::search::Ramp;
 use capplan::sim::predict::{predict, Calibration, Layout, PredictRequest};
 use capplan::sim::serve::fault::{FaultKind, FaultRule};
 use capplan::slo::{Percentile, Slo};
-use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 
 const SCALE: f64 = 10.0;
 
@@ -85,6 +85,7 @@ fn predicted(model: &str, card: &str, tp: u32) -> u32 {
             input_tokens: TokenLengths::Uniform { min: 100, max: 300 },
             output_tokens: TokenLengths::Uniform { min: 32, max: 96 },
             think_time: ThinkTime::NONE,
+            prefix_share: PrefixShare::NONE,
         },
         slo(),
     );

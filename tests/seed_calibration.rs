@@ -11,7 +11,7 @@ use capplan::sim::engine::{Admission, EngineOptions};
 use capplan::sim::perf::Efficiency;
 use capplan::sim::predict::{predict, Calibration, Layout, PredictRequest};
 use capplan::slo::{Percentile, Slo};
-use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 
 /// (model, card, tp, link, instances per node, published users per instance).
 type Point = (&'static str, &'static str, u32, &'static str, u32, u32);
@@ -44,6 +44,7 @@ fn workload() -> Workload {
             min_s: 1.0,
             max_s: 3.0,
         },
+        prefix_share: PrefixShare::NONE,
     }
 }
 

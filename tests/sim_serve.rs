@@ -10,7 +10,7 @@ use std::time::Duration;
 use capplan::catalog::Catalog;
 use capplan::sim::predict::{predict, Calibration, Layout, PredictRequest};
 use capplan::slo::{Percentile, Slo};
-use capplan::workload::{ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 use common::closed_loop::{self, quantile};
 
 /// Chat-sized requests on layouts whose KV cache fills before the running cap: past that point
@@ -38,6 +38,7 @@ fn predicted_c_star(model: &str, card: &str, tp: u32) -> u32 {
                 max: OUTPUT.1,
             },
             think_time: ThinkTime::NONE,
+            prefix_share: PrefixShare::NONE,
         },
         Slo {
             ttft_s: TTFT_LIMIT,

@@ -75,6 +75,25 @@ pub fn band_for<'a>(
             .into_iter()
             .max_by(|a, b| (a.high - a.low).total_cmp(&(b.high - b.low)))
     };
+    // Another release's profile of the same engine (`vllm` and `vllm-0.13`).
+    let family = |name: &str| name.split('-').next().unwrap_or(name).to_string();
+    if let Some(band) = widest(
+        bands
+            .iter()
+            .filter(|b| {
+                b.basis == basis && b.engine != engine && family(&b.engine) == family(engine)
+            })
+            .collect(),
+    ) {
+        return Some((
+            band,
+            Some(format!(
+                "no {engine} C* errors measured on {basis}: the band of {} (another release of \
+                 the same engine)",
+                band.engine
+            )),
+        ));
+    }
     if let Some(band) = widest(bands.iter().filter(|b| b.basis == basis).collect()) {
         return Some((
             band,
@@ -152,6 +171,14 @@ mod tests {
         ];
         let (exact, why) = band_for(&bands, "vllm", "roofline").unwrap();
         assert_eq!((exact.engine.as_str(), why), ("vllm", None));
+        // A release without its own band takes its engine's other release's, saying so.
+        let releases = [
+            band("vllm-0.13", "roofline", -0.2, 0.2),
+            band("tgi", "roofline", -0.9, 0.9),
+        ];
+        let (other, why) = band_for(&releases, "vllm", "roofline").unwrap();
+        assert_eq!(other.engine, "vllm-0.13");
+        assert!(why.unwrap().contains("another release"));
         let (fallback, why) = band_for(&bands, "tgi", "measured operators").unwrap();
         assert_eq!(fallback.engine, "sglang");
         assert!(why.unwrap().contains("no tgi errors"));

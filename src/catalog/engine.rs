@@ -172,6 +172,16 @@ pub struct EngineProfile {
     /// KV space a request needs free to be admitted: `prompt` (default) or `whole-request`.
     #[serde(default)]
     pub kv_reservation: KvReservation,
+    /// Tokens per KV-cache block (vLLM `block_size`, TensorRT-LLM `tokens_per_block`, SGLang
+    /// `page_size`): a prefix-cache hit reuses whole blocks only. Default 16.
+    #[serde(default = "default_kv_block_tokens")]
+    pub kv_block_tokens: u64,
+    /// Whether the scheduler picks the next iteration's batch while the current one runs
+    /// (vLLM async scheduling, SGLang and TensorRT-LLM overlap scheduling): the CPU's
+    /// scheduling hides behind the GPU's work, and a request arriving mid-iteration joins
+    /// the iteration after next.
+    #[serde(default)]
+    pub schedule_ahead: bool,
     /// How FP8 weights' input activations are scaled: `dynamic` (default) or `static`.
     #[serde(default)]
     pub fp8_activation_scales: ActivationScales,
@@ -199,6 +209,10 @@ pub struct EngineProfile {
     /// Where the two overhead constants come from (what they were fitted on).
     pub overhead_source: String,
     pub source: String,
+}
+
+fn default_kv_block_tokens() -> u64 {
+    16
 }
 
 impl EngineProfile {
@@ -284,6 +298,8 @@ mod tests {
             step_mix: StepMix::Mixed,
             admission: Admission::Continuous,
             kv_reservation: KvReservation::Prompt,
+            kv_block_tokens: 16,
+            schedule_ahead: false,
             fp8_activation_scales: ActivationScales::Dynamic,
             cuda_graph_sizes: sizes,
             memory_utilization: 0.9,

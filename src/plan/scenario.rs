@@ -22,6 +22,7 @@
 //! [workload]               # what predicted rows assume
 //! input_tokens = "512"
 //! output_tokens = "100..400"
+//! prefix_share = 0.3       # share of each prompt already in the prefix cache
 //! engine = "vllm"          # engine profile of predictions: vllm, sglang, trtllm, tgi
 //! [costs]
 //! years = 3
@@ -40,7 +41,7 @@ use serde::Deserialize;
 use super::cost::CostAssumptions;
 use crate::error::InputError;
 use crate::slo::{parse_positive_seconds, Percentile};
-use crate::workload::{ThinkTime, TokenLengths};
+use crate::workload::{PrefixShare, ThinkTime, TokenLengths};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,6 +94,7 @@ struct CandidatesSection {
 struct WorkloadSection {
     input_tokens: Option<String>,
     output_tokens: Option<String>,
+    prefix_share: Option<f64>,
     engine: Option<String>,
 }
 
@@ -128,6 +130,7 @@ pub struct Scenario {
     pub predict: Option<bool>,
     pub input_tokens: Option<TokenLengths>,
     pub output_tokens: Option<TokenLengths>,
+    pub prefix_share: Option<PrefixShare>,
     /// Engine profile for predicted rows (checked against the catalog when used).
     pub engine: Option<String>,
     pub costs: CostAssumptions,
@@ -220,6 +223,20 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, InputError> {
         predict: file.candidates.predict,
         input_tokens: parsed("workload.input_tokens", &file.workload.input_tokens)?,
         output_tokens: parsed("workload.output_tokens", &file.workload.output_tokens)?,
+        prefix_share: file
+            .workload
+            .prefix_share
+            .map(|share| {
+                PrefixShare::new(share).ok_or_else(|| {
+                    field(
+                        "workload.prefix_share",
+                        InputError::value(format!(
+                            "{share} is not a share of each prompt from 0 to 1"
+                        )),
+                    )
+                })
+            })
+            .transpose()?,
         engine: file.workload.engine,
         costs,
         mix: file.costs.mix.unwrap_or(false),

@@ -197,8 +197,10 @@ fn engines_table(engines: &[EngineProfile]) -> Table {
             "tokens/step",
             "prefill",
             "admission",
+            "schedules ahead",
             "step ms",
             "µs/seq",
+            "request ms",
             "kernels timed by",
         ]
         .map(String::from)
@@ -221,8 +223,10 @@ fn engines_table(engines: &[EngineProfile]) -> Table {
                         }
                     ),
                     e.admission.to_string(),
+                    if e.schedule_ahead { "yes" } else { "no" }.to_string(),
                     format!("{:.2}", e.step_overhead_ms),
-                    format!("{:.0}", e.seq_overhead_us),
+                    format!("{:.1}", e.seq_overhead_us),
+                    format!("{:.1}", e.request_overhead_ms),
                     format!("{} operator tables", e.operators),
                 ]
             })

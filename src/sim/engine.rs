@@ -35,6 +35,11 @@ pub struct EngineOptions {
     pub step_mix: StepMix,
     /// Whether a prompt longer than the budget is split over iterations.
     pub chunked_prefill: bool,
+    /// Tokens per KV block: prefix-cache hits count whole blocks only.
+    pub kv_block_tokens: u64,
+    /// Whether the scheduler picks an iteration's batch while the one before it runs (vLLM's
+    /// async scheduling, SGLang's and TensorRT-LLM's overlap schedulers).
+    pub schedule_ahead: bool,
 }
 
 impl Default for EngineOptions {
@@ -48,6 +53,8 @@ impl Default for EngineOptions {
             kv_reservation: KvReservation::Prompt,
             step_mix: StepMix::Mixed,
             chunked_prefill: true,
+            kv_block_tokens: 16,
+            schedule_ahead: false,
         }
     }
 }
@@ -73,6 +80,8 @@ impl EngineOptions {
             kv_reservation: profile.kv_reservation,
             step_mix: profile.step_mix,
             chunked_prefill: profile.chunked_prefill,
+            kv_block_tokens: profile.kv_block_tokens,
+            schedule_ahead: profile.schedule_ahead,
         }
     }
 }
@@ -86,6 +95,8 @@ pub struct EngineConfig {
     pub kv_reservation: KvReservation,
     pub step_mix: StepMix,
     pub chunked_prefill: bool,
+    pub kv_block_tokens: u64,
+    pub schedule_ahead: bool,
     /// KV-cache positions the instance holds (from the memory fit).
     pub kv_capacity: u64,
 }
@@ -103,6 +114,8 @@ impl EngineConfig {
             kv_reservation: options.kv_reservation,
             step_mix: options.step_mix,
             chunked_prefill: options.chunked_prefill,
+            kv_block_tokens: options.kv_block_tokens.max(1),
+            schedule_ahead: options.schedule_ahead,
             kv_capacity,
         }
     }
@@ -114,6 +127,10 @@ pub struct EngineRequest {
     pub id: u64,
     pub input_tokens: u32,
     pub output_tokens: u32,
+    /// Leading prompt tokens whose KV the instance's prefix cache already holds (a shared
+    /// system prompt, a conversation's earlier turns). Only whole KV blocks are reused and
+    /// the prompt's last token is always computed (its logits sample the first token).
+    pub cached_tokens: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +141,9 @@ struct Pending {
     /// Tokens generated before (non-zero after a preemption).
     generated: u64,
     output: u64,
+    /// Leading prompt positions served from the prefix cache (whole blocks, never the
+    /// whole prompt): admitted with these already computed.
+    cached: u64,
 }
 
 impl Pending {
@@ -180,7 +200,10 @@ pub struct EngineCounters {
     pub steps: u64,
     /// Requests taken from the waiting queue (re-admissions after preemption included).
     pub admitted: u64,
+    /// Prompt positions computed (prefill work done).
     pub prompt_tokens: u64,
+    /// Prompt positions taken from the prefix cache instead of computed.
+    pub cached_prompt_tokens: u64,
     pub generated_tokens: u64,
     pub preemptions: u64,
     pub finished: u64,
@@ -210,6 +233,9 @@ pub struct Engine {
     perf: PerfModel,
     track_tokens: bool,
     waiting: VecDeque<Pending>,
+    /// Requests submitted since the last iteration began, under `schedule_ahead`: the next
+    /// iteration was scheduled while they arrived, so they join the queue after it.
+    arrived: Vec<Pending>,
     prefilling: Vec<Prefilling>,
     decoding: HashMap<u64, Decoding>,
     /// Decoding sequences by admission order, to find the youngest.
@@ -238,6 +264,7 @@ impl Engine {
             perf,
             track_tokens,
             waiting: VecDeque::new(),
+            arrived: Vec::new(),
             prefilling: Vec::new(),
             decoding: HashMap::new(),
             order: BTreeMap::new(),
@@ -274,22 +301,41 @@ impl Engine {
                 capacity: self.config.kv_capacity,
             });
         }
-        self.waiting.push_back(Pending {
+        let prompt = u64::from(request.input_tokens.max(1));
+        let pending = Pending {
             id: request.id,
-            prompt: u64::from(request.input_tokens.max(1)),
+            prompt,
             generated: 0,
             output: u64::from(request.output_tokens.max(1)),
-        });
+            cached: self.cache_hit(u64::from(request.cached_tokens), prompt),
+        };
+        // An idle engine has nothing scheduled ahead: the request makes the next iteration.
+        if self.config.schedule_ahead && !self.is_idle() {
+            self.arrived.push(pending);
+        } else {
+            self.waiting.push_back(pending);
+        }
         Ok(())
+    }
+
+    /// Prompt positions a prefix-cache hit of `cached` tokens saves for a `prompt`-token
+    /// prompt: whole blocks, leaving at least the last token to compute (as vLLM's and
+    /// TensorRT-LLM's block reuse do; SGLang's radix cache is a block of one token).
+    fn cache_hit(&self, cached: u64, prompt: u64) -> u64 {
+        let block = self.config.kv_block_tokens;
+        cached.min(prompt.saturating_sub(1)) / block * block
     }
 
     /// Nothing waiting or running.
     pub fn is_idle(&self) -> bool {
-        self.waiting.is_empty() && self.prefilling.is_empty() && self.decoding.is_empty()
+        self.waiting.is_empty()
+            && self.arrived.is_empty()
+            && self.prefilling.is_empty()
+            && self.decoding.is_empty()
     }
 
     pub fn waiting(&self) -> usize {
-        self.waiting.len()
+        self.waiting.len() + self.arrived.len()
     }
 
     pub fn running(&self) -> usize {
@@ -303,6 +349,7 @@ impl Engine {
     /// Drops a request wherever it is (a client went away); frees its KV.
     pub fn cancel(&mut self, id: u64) {
         self.waiting.retain(|p| p.id != id);
+        self.arrived.retain(|p| p.id != id);
         if let Some(index) = self.prefilling.iter().position(|p| p.pending.id == id) {
             let removed = self.prefilling.remove(index);
             self.prefill_kv -= removed.done;
@@ -320,6 +367,14 @@ impl Engine {
         if self.is_idle() {
             return None;
         }
+        // Scheduling ahead, this iteration's batch was picked while the last one ran: what
+        // arrived meanwhile waits for the next — unless nothing ran to schedule ahead of.
+        let late = if self.prefilling.is_empty() && self.decoding.is_empty() {
+            self.waiting.extend(self.arrived.drain(..));
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.arrived)
+        };
         let mut outcome = StepOutcome::default();
 
         let may_admit = match self.config.admission {
@@ -393,25 +448,33 @@ impl Engine {
             if !self.has_room_for(&next, promised, decoding) {
                 break;
             }
+            // A prefix-cache hit is admitted as already computed: its KV is in place (counted
+            // against this request — shared blocks are counted once per sharer, which
+            // overstates KV use) and the new tokens attend to it.
+            let to_compute = next.prompt - next.cached;
             let chunk = if self.config.chunked_prefill {
-                next.prompt.min(budget)
-            } else if next.prompt <= budget || chunks.is_empty() {
-                next.prompt
+                to_compute.min(budget)
+            } else if to_compute <= budget || chunks.is_empty() {
+                to_compute
             } else {
                 break;
             };
             self.waiting.pop_front();
             self.counters.admitted += 1;
+            self.counters.cached_prompt_tokens += next.cached;
             self.reserved += next.final_size();
-            work.add_prefill_chunk(0.0, chunk as f64);
+            self.prefill_kv += next.cached;
+            work.add_prefill_chunk(next.cached as f64, chunk as f64);
             self.prefilling.push(Prefilling {
                 pending: next,
-                done: 0,
+                done: next.cached,
             });
             chunks.push((self.prefilling.len() - 1, chunk));
-            promised += next.prompt;
+            promised += to_compute;
             budget = budget.saturating_sub(chunk);
         }
+
+        self.waiting.extend(late);
 
         if self.admissions_started() > admitted_before {
             self.steps_since_admission = 0;
@@ -565,6 +628,9 @@ impl Engine {
                 prompt: context + 1,
                 generated: seq.generated0 + elapsed,
                 output: seq.output,
+                // Preemption means the cache is full: the free blocks that held its prefix
+                // are the first the allocator reuses, so nothing is counted as a hit.
+                cached: 0,
             });
             self.counters.preemptions += 1;
             outcome.preempted.push(id);
@@ -616,6 +682,7 @@ mod tests {
             id,
             input_tokens: input,
             output_tokens: output,
+            cached_tokens: 0,
         }
     }
 
@@ -848,5 +915,74 @@ mod tests {
         let t1 = perf.step_time(&one).total;
         let t64 = perf.step_time(&batch).total;
         assert!(t64 < 3.0 * t1, "{t1} vs {t64}");
+    }
+    #[test]
+    fn prefix_cache_hits_skip_whole_blocks_but_never_the_last_token() {
+        // 100 tokens, all in the cache: blocks of 16 leave 96 cached and 4 to compute, which
+        // one 8-token step prefills (uncached it would take ⌈100 / 8⌉ = 13).
+        let mut config = EngineConfig::new(10_000);
+        config.token_budget = 8;
+        let mut engine = Engine::new(config, flat_perf(), false);
+        engine
+            .submit(EngineRequest {
+                cached_tokens: 100,
+                ..request(1, 100, 3)
+            })
+            .unwrap();
+        let first = engine.step().unwrap();
+        assert_eq!(first.first_tokens, vec![1]);
+        let counters = engine.counters();
+        assert_eq!(
+            (counters.prompt_tokens, counters.cached_prompt_tokens),
+            (4, 96)
+        );
+        assert_eq!(
+            engine.kv_used(),
+            100,
+            "the cached prefix is held like computed KV"
+        );
+        run(&mut engine);
+        assert_eq!(engine.kv_used(), 0);
+        // A hit shorter than a block reuses nothing.
+        let mut engine = Engine::new(EngineConfig::new(10_000), flat_perf(), false);
+        engine
+            .submit(EngineRequest {
+                cached_tokens: 15,
+                ..request(2, 100, 1)
+            })
+            .unwrap();
+        run(&mut engine);
+        assert_eq!(engine.counters().prompt_tokens, 100);
+    }
+
+    #[test]
+    fn scheduling_ahead_a_request_arriving_mid_step_joins_the_step_after_next() {
+        let first_token_step = |ahead: bool| {
+            let mut config = EngineConfig::new(10_000);
+            config.schedule_ahead = ahead;
+            let mut engine = Engine::new(config, flat_perf(), false);
+            // Submitted to an idle engine: nothing is scheduled ahead, so step 1 takes it.
+            engine.submit(request(1, 10, 20)).unwrap();
+            assert_eq!(engine.step().unwrap().first_tokens, vec![1]);
+            // Submitted while step 1 ran (between the calls): step 2 was already chosen.
+            engine.submit(request(2, 10, 5)).unwrap();
+            engine.submit(request(3, 10, 5)).unwrap();
+            engine.cancel(3);
+            assert_eq!(engine.waiting(), 1);
+            let mut step = 1;
+            loop {
+                step += 1;
+                let outcome = engine.step().unwrap();
+                assert!(
+                    !outcome.first_tokens.contains(&3),
+                    "a cancelled request ran"
+                );
+                if outcome.first_tokens.contains(&2) {
+                    return step;
+                }
+            }
+        };
+        assert_eq!(first_token_step(false), 2);
+        assert_eq!(first_token_step(true), 3);
     }
 }

@@ -738,7 +738,7 @@ mod tests {
     use super::*;
     use crate::catalog::Catalog;
     use crate::slo::Percentile;
-    use crate::workload::{ThinkTime, TokenLengths};
+    use crate::workload::{PrefixShare, ThinkTime, TokenLengths};
 
     fn request(ttft: f64, tpot: f64) -> PredictRequest {
         PredictRequest::new(
@@ -746,6 +746,7 @@ mod tests {
                 input_tokens: TokenLengths::Fixed { tokens: 512 },
                 output_tokens: TokenLengths::Fixed { tokens: 256 },
                 think_time: ThinkTime::NONE,
+                prefix_share: PrefixShare::NONE,
             },
             Slo {
                 ttft_s: ttft,

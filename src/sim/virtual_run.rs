@@ -29,6 +29,13 @@ pub enum Arrivals {
     Paced { rate: f64 },
 }
 
+impl Arrivals {
+    /// Arrivals at a rate, independent of how fast the server answers.
+    pub fn is_open_loop(&self) -> bool {
+        !matches!(self, Arrivals::Closed { .. })
+    }
+}
+
 /// What to run and for how long.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
@@ -176,6 +183,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 id,
                 input_tokens,
                 output_tokens,
+                cached_tokens: spec.workload.prefix_share.of(input_tokens),
             };
             if engine.submit(request).is_ok() {
                 in_flight.insert(
@@ -274,7 +282,7 @@ mod tests {
     use crate::catalog::{Catalog, Dtype, MemoryOptions};
     use crate::sim::engine::EngineConfig;
     use crate::sim::perf::{Efficiency, PerfModel};
-    use crate::workload::{ThinkTime, TokenLengths};
+    use crate::workload::{PrefixShare, ThinkTime, TokenLengths};
 
     fn engine() -> Engine {
         let catalog = Catalog::shipped().unwrap();
@@ -300,6 +308,7 @@ mod tests {
                 input_tokens: TokenLengths::Fixed { tokens: 200 },
                 output_tokens: TokenLengths::Fixed { tokens: 100 },
                 think_time: think,
+                prefix_share: PrefixShare::NONE,
             },
             warmup_requests: 20,
             measured_requests: 200,

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::steps::{read_steps_csv, Level};
 use crate::error::InputError;
 use crate::slo::Slo;
-use crate::workload::{ThinkTime, TokenLengths, Workload};
+use crate::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 
 pub const STEPS_FILE: &str = "steps.csv";
 pub const RUN_FILE: &str = "run.json";
@@ -92,6 +92,7 @@ impl MeasuredCurve {
             input_tokens,
             output_tokens,
             think_time: self.think_time,
+            prefix_share: PrefixShare::NONE,
         })
     }
 

@@ -9,7 +9,7 @@ use crate::sim::predict::{
 };
 use crate::sim::virtual_run::Arrivals;
 use crate::slo::{Percentile, Slo};
-use crate::workload::{ThinkTime, TokenLengths, Workload};
+use crate::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 
 /// One deployment a public table measured.
 #[derive(Debug, Clone)]
@@ -26,6 +26,9 @@ pub struct Deployment {
     pub token_budget: Option<u64>,
     pub input_tokens: TokenLengths,
     pub output_tokens: TokenLengths,
+    /// Share of each prompt the engine's prefix cache holds (a benchmark cycling through a
+    /// few prompts).
+    pub prefix_share: PrefixShare,
     /// Time kernels with the roofline even where operator tables exist (to measure the
     /// roofline's own error).
     pub roofline: bool,
@@ -123,6 +126,7 @@ impl Deployment {
                 input_tokens: self.input_tokens.clone(),
                 output_tokens: self.output_tokens.clone(),
                 think_time: ThinkTime::NONE,
+                prefix_share: self.prefix_share,
             },
             Slo {
                 ttft_s: f64::INFINITY,

@@ -26,6 +26,10 @@ pub struct FittedOverheads {
     pub rows: usize,
     pub step_overhead_ms: f64,
     pub seq_overhead_us: f64,
+    /// Time from arrival to the engine's queue, ms: fitted only when every fit row's arrivals
+    /// are open-loop (a rate), whose TTFT no closed loop's lock-step decides; else the
+    /// profile's own.
+    pub request_overhead_ms: f64,
     /// Root mean square of ln(predicted / measured) over the rows' TTFT and TPOT, before
     /// (the catalog's constants) and after.
     pub rms_log_error_before: f64,
@@ -110,7 +114,10 @@ pub fn fit_overheads(
         rows,
         base,
     };
-    let fitted = problem.profile(&best);
+    let mut fitted = problem.profile(&best);
+    if !rows.is_empty() && rows.iter().all(|row| row.arrivals.is_open_loop()) {
+        fitted.request_overhead_ms = fit_request_overhead(catalog, rows, &fitted);
+    }
     let after = problem.rms(&fitted);
     Ok((
         fitted.clone(),
@@ -119,9 +126,32 @@ pub fn fit_overheads(
             rows: rows.len(),
             step_overhead_ms: fitted.step_overhead_ms,
             seq_overhead_us: fitted.seq_overhead_us,
+            request_overhead_ms: fitted.request_overhead_ms,
             rms_log_error_before: before,
             rms_log_error_after: after,
             evaluations: minimum.iterations,
         },
     ))
+}
+
+/// The time between a request's arrival and the engine's queue (HTTP front, tokenisation)
+/// that makes the fit rows' median TTFT residual zero: the overhead adds to every first
+/// token, and the median keeps a saturated row from pulling it.
+fn fit_request_overhead(catalog: &Catalog, rows: &[Comparison], profile: &EngineProfile) -> f64 {
+    let (predicted, _) = predict_rows(catalog, rows, std::slice::from_ref(profile));
+    let mut residuals: Vec<f64> = predicted
+        .iter()
+        .filter_map(|row| Some(row.measured.ttft_s? - row.predicted.ttft_s?))
+        .collect();
+    if residuals.is_empty() {
+        return profile.request_overhead_ms;
+    }
+    residuals.sort_by(f64::total_cmp);
+    let middle = residuals.len() / 2;
+    let median = if residuals.len().is_multiple_of(2) {
+        (residuals[middle - 1] + residuals[middle]) / 2.0
+    } else {
+        residuals[middle]
+    };
+    (profile.request_overhead_ms + median * 1e3).max(0.0)
 }

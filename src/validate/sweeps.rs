@@ -14,7 +14,7 @@ use super::{Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype};
 use crate::error::InputError;
 use crate::sim::virtual_run::Arrivals;
-use crate::workload::TokenLengths;
+use crate::workload::{PrefixShare, TokenLengths};
 
 /// One sweep table, compiled in.
 pub struct SweepFile {
@@ -157,6 +157,7 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 output_tokens: TokenLengths::Fixed {
                     tokens: row.output_tokens,
                 },
+                prefix_share: PrefixShare::NONE,
                 roofline: false,
             },
             arrivals: Arrivals::Closed {

@@ -2,6 +2,7 @@
 
 pub mod dataset;
 pub mod lengths;
+pub mod prefix;
 pub mod think;
 pub mod tokens;
 
@@ -10,6 +11,7 @@ use std::fmt;
 use serde::Serialize;
 
 pub use lengths::TokenLengths;
+pub use prefix::PrefixShare;
 pub use think::ThinkTime;
 
 /// What users send: prompt and output lengths, and how long they pause between requests.
@@ -18,6 +20,9 @@ pub struct Workload {
     pub input_tokens: TokenLengths,
     pub output_tokens: TokenLengths,
     pub think_time: ThinkTime,
+    /// Share of each prompt the engine's prefix cache already holds.
+    #[serde(skip_serializing_if = "PrefixShare::is_none")]
+    pub prefix_share: PrefixShare,
 }
 
 impl Workload {
@@ -28,6 +33,7 @@ impl Workload {
             input_tokens: TokenLengths::Fixed { tokens: 512 },
             output_tokens: TokenLengths::Fixed { tokens: 256 },
             think_time: ThinkTime::NONE,
+            prefix_share: PrefixShare::NONE,
         }
     }
 }
@@ -38,6 +44,10 @@ impl fmt::Display for Workload {
             f,
             "{} tokens in, {} out, think time {}",
             self.input_tokens, self.output_tokens, self.think_time
-        )
+        )?;
+        if !self.prefix_share.is_none() {
+            write!(f, ", {}", self.prefix_share)?;
+        }
+        Ok(())
     }
 }

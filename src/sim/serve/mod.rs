@@ -449,6 +449,7 @@ async fn handle(state: Arc<AppState>, api: Api, raw: Bytes) -> Response {
         id,
         input_tokens: prompt,
         output_tokens: output,
+        cached_tokens: 0,
     }) else {
         log(&mut record, "refused");
         return error_response(
