@@ -112,21 +112,11 @@ fn a_cached_prefix_saves_prefill_and_holds_more_users() {
         c_star(&plain)
     );
     // The table says what the prediction assumed.
-    let table = capplan(&[
-        "predict",
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "L4",
-        "--ttft",
-        "2s",
-        "--input-tokens",
-        "3000",
-        "--output-tokens",
-        "64",
-        "--prefix-share",
-        "0.9",
-    ]);
+    // The layout without `--format`: the default table.
+    let mut table_args = LAYOUT[..LAYOUT.len() - 1].to_vec();
+    table_args.extend(lengths);
+    table_args.extend(["--prefix-share", "0.9"]);
+    let table = capplan(&table_args);
     assert_eq!(table.code, 0, "{}", table.stderr);
     assert!(
         table.stdout.contains("90 % of each prompt cached"),
