@@ -31,7 +31,7 @@ use capplan::probe::run::{
 use capplan::probe::search::Ramp;
 use capplan::probe::selfcheck::process_cpu_seconds;
 use capplan::slo::{Percentile, Slo};
-use capplan::workload::{ThinkTime, TokenLengths};
+use capplan::workload::{PrefixShare, ThinkTime, TokenLengths};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -242,6 +242,7 @@ fn config(streams: u32) -> ProbeConfig {
         max_error_rate: 1.0,
         input: Input::Synthetic {
             tokens: TokenLengths::Fixed { tokens: 64 },
+            prefix_share: PrefixShare::NONE,
         },
         output_tokens: TokenLengths::Fixed {
             tokens: TOKENS as u32,

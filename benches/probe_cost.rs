@@ -169,6 +169,7 @@ fn main() {
                 max_error_rate: 0.01,
                 input: Input::Synthetic {
                     tokens: workload().input_tokens,
+                    prefix_share: PrefixShare::NONE,
                 },
                 output_tokens: workload().output_tokens,
                 think_time: ThinkTime::NONE,

@@ -285,6 +285,11 @@ pub struct ProbeArgs {
     /// Synthetic prompt tokens: 512, 100..1000, normal:512,128
     #[arg(long, value_parser = parse_input::<TokenLengths>, value_name = "D")]
     pub input_tokens: Option<TokenLengths>,
+    /// Open every synthetic prompt of a level with this share of words common to all its
+    /// requests (a system prompt the server's prefix cache can reuse): 0.4 or 40% [default:
+    /// 0, every prompt unique from its first word]
+    #[arg(long, value_parser = parse_input::<PrefixShare>, value_name = "SHARE", allow_hyphen_values = true, conflicts_with = "dataset")]
+    pub prefix_share: Option<PrefixShare>,
     /// Output tokens asked for (max_tokens with ignore_eos)
     #[arg(long, default_value = "256", value_parser = parse_input::<TokenLengths>, value_name = "D")]
     pub output_tokens: TokenLengths,
@@ -852,9 +857,11 @@ impl ProbeArgs {
             (Some(path), _) => Input::Dataset { path: path.clone() },
             (None, Some(tokens)) => Input::Synthetic {
                 tokens: tokens.clone(),
+                prefix_share: self.prefix_share.unwrap_or_default(),
             },
             (None, None) => Input::Synthetic {
                 tokens: TokenLengths::Fixed { tokens: 512 },
+                prefix_share: self.prefix_share.unwrap_or_default(),
             },
         };
         Ok(ProbeConfig {

@@ -31,6 +31,10 @@ fn require_users_exits_3_when_c_star_is_short() {
         "llama-3.1-8b",
         "--card",
         "H100-SXM",
+        // In real time, so that a busy machine's client lag (multiplied by the time scale when
+        // scaled) cannot excuse the failure as the machine's.
+        "--sim-time-scale",
+        "1",
         // No server answers within 1 ms: the first level fails, C* = 0.
         "--ttft",
         "1ms",
@@ -205,4 +209,106 @@ fn levels_carry_the_servers_scraped_counters() {
         run_json["server_timings"][0]["metrics"]["engine"],
         "capplan"
     );
+}
+
+/// Mean TTFT of a `probe --sim` level of 4 users sending 2 000-token prompts, with `extra`,
+/// and how late the simulated server sent first tokens against its own schedule (both in
+/// engine seconds).
+fn probed_mean_ttft(name: &str, extra: &[&str]) -> (f64, f64) {
+    let out = common::scratch(name);
+    let mut args = vec![
+        "probe",
+        "--sim",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "L4",
+        "--ttft",
+        "10s",
+        "--concurrency",
+        "4",
+        "--window",
+        "20",
+        "--input-tokens",
+        "2000",
+        "--output-tokens",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+    ];
+    args.extend(extra);
+    let run = common::capplan(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let step = &common::json(&run)["steps"][0];
+    (
+        step["ttft"]["mean"].as_f64().unwrap(),
+        step["server_metrics"]["first_token_lateness_s"]
+            .as_f64()
+            .unwrap_or(0.0),
+    )
+}
+
+#[test]
+fn a_shared_prefix_is_served_from_the_simulated_prefix_cache_as_predicted() {
+    // 90 % of every prompt common to the level: the server prefills the rest only.
+    let (unique, _) = probed_mean_ttft("prefix-none", &[]);
+    let (shared, late) = probed_mean_ttft("prefix-shared", &["--prefix-share", "0.9"]);
+    assert!(
+        shared < 0.5 * unique,
+        "mean TTFT {shared:.3} s with 90 % shared vs {unique:.3} s with unique prompts"
+    );
+    // predict, told the same share, bounds what the served engine did. A user's first token
+    // takes at least one prefill alone (predict's TTFT at 1 user) and at most the four users'
+    // prefills back to back (all four arriving in one iteration), plus however late the
+    // time-scaled server delivered it. Where in that range a run lands depends on how the
+    // users fell into step, which varies from run to run.
+    let predicted = common::capplan(&[
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "L4",
+        "--ttft",
+        "10s",
+        "--input-tokens",
+        "2000",
+        "--output-tokens",
+        "16",
+        "--prefix-share",
+        "0.9",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(predicted.code, 0, "{}", predicted.stderr);
+    let curve = common::json(&predicted)["curve"].clone();
+    let alone = curve
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|level| level["concurrency"] == 1)
+        .map(|level| level["ttft"]["mean"].as_f64().unwrap())
+        .expect("the predicted curve starts at 1 user");
+    assert!(
+        shared >= 0.95 * alone && shared <= 4.0 * alone + late,
+        "probed {shared:.3} s (first tokens {late:.3} s late) outside one to four prefills of \
+         {alone:.3} s"
+    );
+    // A dataset's prompts are the dataset's: a prefix share does not apply.
+    let run = common::capplan(&[
+        "probe",
+        "--sim",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "L4",
+        "--ttft",
+        "10s",
+        "--dataset",
+        "x.jsonl",
+        "--prefix-share",
+        "0.5",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
 }

@@ -60,6 +60,7 @@ fn config_at(model: &str, card: &str, tp: u32, ramp: Ramp, time_scale: f64) -> P
         max_error_rate: 0.01,
         input: Input::Synthetic {
             tokens: TokenLengths::Uniform { min: 100, max: 300 },
+            prefix_share: PrefixShare::NONE,
         },
         output_tokens: TokenLengths::Uniform { min: 32, max: 96 },
         think_time: ThinkTime::NONE,

@@ -21,7 +21,7 @@ use crate::fit::knee::{find_knee, BatchKnee, BatchPoint};
 use crate::slo::{format_seconds, Slo};
 use crate::workload::dataset::read_dataset;
 use crate::workload::tokens::LocalTokenizer;
-use crate::workload::{ThinkTime, TokenLengths};
+use crate::workload::{PrefixShare, ThinkTime, TokenLengths};
 
 /// What is being probed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,8 +105,15 @@ pub const DEFAULT_KNEE_JUMP: f64 = 0.05;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Input {
-    Synthetic { tokens: TokenLengths },
-    Dataset { path: PathBuf },
+    Synthetic {
+        tokens: TokenLengths,
+        /// Share of each prompt common to every request of a level (`--prefix-share`).
+        #[serde(default, skip_serializing_if = "PrefixShare::is_none")]
+        prefix_share: PrefixShare,
+    },
+    Dataset {
+        path: PathBuf,
+    },
 }
 
 /// The layout behind the endpoint, as the user describes it (for the capacity point).
@@ -473,8 +480,12 @@ pub async fn run_probe(
         None => None,
     };
     let prompts = match &config.input {
-        Input::Synthetic { tokens } => PromptSource::Synthetic {
+        Input::Synthetic {
+            tokens,
+            prefix_share,
+        } => PromptSource::Synthetic {
             input: tokens.clone(),
+            prefix_share: *prefix_share,
         },
         Input::Dataset { path } => PromptSource::Dataset {
             entries: read_dataset(path)?,

@@ -50,6 +50,8 @@ pub struct MeasuredCurve {
     /// Prompt and output lengths as the run recorded them (a probe's synthetic lengths, an
     /// import's stated ones); `None` when only the levels' measured means are known.
     pub lengths: Option<(TokenLengths, TokenLengths)>,
+    /// Share of each prompt common to a level's requests (a probe's `--prefix-share`).
+    pub prefix_share: PrefixShare,
     pub levels: Vec<Level>,
     pub unused_columns: Vec<String>,
     /// Items per request (a batch API's `--batch-size`); 1 otherwise.
@@ -92,7 +94,7 @@ impl MeasuredCurve {
             input_tokens,
             output_tokens,
             think_time: self.think_time,
-            prefix_share: PrefixShare::NONE,
+            prefix_share: self.prefix_share,
         })
     }
 
@@ -172,6 +174,8 @@ pub fn read_run(dir: &Path) -> Result<MeasuredCurve, InputError> {
         e2e_limit_s: config["e2e_limit_s"].as_f64(),
         max_error_rate: config["max_error_rate"].as_f64(),
         think_time: serde_json::from_value(config["think_time"].clone()).unwrap_or(ThinkTime::NONE),
+        prefix_share: serde_json::from_value(config["input"]["prefix_share"].clone())
+            .unwrap_or_default(),
         status: text_of(&run["status"]),
         result_c_star: run["result"]["c_star"].as_f64(),
         lengths: match (
@@ -218,6 +222,7 @@ pub fn load_curves(paths: &[PathBuf]) -> Result<Vec<MeasuredCurve>, InputError> 
                 status: None,
                 result_c_star: None,
                 lengths: None,
+                prefix_share: PrefixShare::NONE,
                 levels: steps.levels,
                 unused_columns: steps.unused_columns,
                 batch: 1,

@@ -57,9 +57,13 @@ pub async fn run(
         workers.push(tokio::spawn(async move {
             while started.fetch_add(1, Ordering::SeqCst) < total && Instant::now() < until {
                 let words = rng.random_range(input_tokens.0..=input_tokens.1);
+                // A first word unique to the request: the server's prefix cache must find
+                // nothing to reuse, as in a benchmark that does not repeat its prompts.
+                let mut content = vec!["word".to_string(); words.max(1)];
+                content[0] = format!("u{worker}-{}", rng.random::<u64>());
                 let body = serde_json::json!({
                     "model": model,
-                    "messages": [{"role": "user", "content": vec!["word"; words].join(" ")}],
+                    "messages": [{"role": "user", "content": content.join(" ")}],
                     "max_tokens": rng.random_range(output_tokens.0..=output_tokens.1),
                     "ignore_eos": true, "stream": true,
                     "stream_options": {"include_usage": true}

@@ -10,6 +10,7 @@
 pub mod driver;
 pub mod fault;
 pub mod openai;
+pub mod prefix_cache;
 pub mod truth;
 
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use self::driver::{EngineHandle, TokenEvent};
 use self::fault::{FaultKind, FaultPlan};
 use self::openai::{error_body, sse, token_text, Api, CompletionBody, Frames, DONE};
+use self::prefix_cache::PrefixCache;
 use self::truth::{TruthLog, TruthRecord};
 use crate::sim::engine::{Engine, EngineRequest};
 use crate::workload::TokenLengths;
@@ -65,6 +67,9 @@ struct AppState {
     /// machine it is a few milliseconds; a busy one that delays the engine's timer or the
     /// response tasks shows here, for the requests a client measured.
     first_token_lateness: Mutex<(f64, u64)>,
+    /// Blocks of earlier prompts the engine still holds (prefix caching, on by default in
+    /// vLLM, SGLang and TensorRT-LLM).
+    prefix_cache: Mutex<PrefixCache>,
 }
 
 /// Binds, reports the base URL through `ready`, and serves until `shutdown` completes.
@@ -94,7 +99,10 @@ where
         })?),
         None => None,
     };
+    let prefix_cache =
+        PrefixCache::new(engine.config().kv_block_tokens, engine.config().kv_capacity);
     let state = Arc::new(AppState {
+        prefix_cache: Mutex::new(prefix_cache),
         engine: driver::spawn(engine, config.time_scale),
         lengths: Mutex::new(StdRng::seed_from_u64(config.seed)),
         config,
@@ -243,6 +251,8 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
          # TYPE capplan_kv_cache_usage_ratio gauge\ncapplan_kv_cache_usage_ratio {kv_usage}\n\
          # HELP capplan_prompt_tokens_total Prompt tokens prefilled.\n\
          # TYPE capplan_prompt_tokens_total counter\ncapplan_prompt_tokens_total {}\n\
+         # HELP capplan_prefix_cache_hit_tokens_total Prompt tokens taken from the prefix cache.\n\
+         # TYPE capplan_prefix_cache_hit_tokens_total counter\ncapplan_prefix_cache_hit_tokens_total {}\n\
          # HELP capplan_generation_tokens_total Tokens generated.\n\
          # TYPE capplan_generation_tokens_total counter\ncapplan_generation_tokens_total {}\n\
          # HELP capplan_requests_finished_total Requests finished by the engine.\n\
@@ -263,6 +273,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         g.running,
         g.waiting,
         g.counters.prompt_tokens,
+        g.counters.cached_prompt_tokens,
         g.counters.generated_tokens,
         g.counters.finished,
         g.counters.preemptions,
@@ -445,11 +456,18 @@ async fn handle(state: Arc<AppState>, api: Api, raw: Bytes) -> Response {
             "invalid_request_error",
         );
     }
+    let cached = match state.prefix_cache.lock() {
+        Ok(mut cache) => {
+            let hashes = cache.block_hashes(&body.prompt_units(api));
+            cache.reuse(&hashes)
+        }
+        Err(_) => 0,
+    };
     let Some(events) = state.engine.submit(EngineRequest {
         id,
         input_tokens: prompt,
         output_tokens: output,
-        cached_tokens: 0,
+        cached_tokens: u32::try_from(cached).unwrap_or(u32::MAX),
     }) else {
         log(&mut record, "refused");
         return error_response(

@@ -25,6 +25,13 @@ pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
+/// One token of a prompt as the server counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PromptUnit<'a> {
+    Word(&'a str),
+    Id(Option<i64>),
+}
+
 /// Which endpoint a request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
@@ -87,6 +94,51 @@ impl CompletionBody {
             },
         };
         Ok(u32::try_from(count).unwrap_or(u32::MAX).max(1))
+    }
+
+    /// The prompt as the server counts it — words of every message's text (chat) or of the
+    /// prompt, and token ids — in order: what the prefix cache names blocks by. Empty when
+    /// the body has no prompt of the API's kind.
+    pub fn prompt_units(&self, api: Api) -> Vec<PromptUnit<'_>> {
+        let mut units = Vec::new();
+        match (api, &self.messages, &self.prompt) {
+            (Api::Chat, Some(messages), _) => {
+                for message in messages {
+                    match message.get("content") {
+                        Some(Value::String(content)) => {
+                            units.extend(content.split_whitespace().map(PromptUnit::Word))
+                        }
+                        Some(Value::Array(parts)) => {
+                            for part in parts.iter().filter_map(|p| p.get("text")) {
+                                if let Some(content) = part.as_str() {
+                                    units.extend(content.split_whitespace().map(PromptUnit::Word));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            (Api::Completions, _, Some(Value::String(prompt))) => {
+                units.extend(prompt.split_whitespace().map(PromptUnit::Word));
+            }
+            (Api::Completions, _, Some(Value::Array(items))) => {
+                for item in items {
+                    match item {
+                        Value::String(prompt) => {
+                            units.extend(prompt.split_whitespace().map(PromptUnit::Word))
+                        }
+                        Value::Number(id) => units.push(PromptUnit::Id(id.as_i64())),
+                        Value::Array(ids) => {
+                            units.extend(ids.iter().map(|id| PromptUnit::Id(id.as_i64())))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        units
     }
 
     /// The first word of the prompt (of the last message for chat), at most 64 characters.
