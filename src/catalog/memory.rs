@@ -4,7 +4,9 @@
 //! memory (`memory_utilization`, 0.9 as in vLLM) for the engine and spends a fixed reserve of
 //! that on activations and runtime buffers; what is left holds KV cache. KV bytes per token are
 //! 2 (K and V) × layers × KV heads × head dim × bytes; with tensor parallelism each card holds
-//! its share of KV heads, or one replicated head when `tp` exceeds the KV-head count.
+//! its share of KV heads, or one replicated head when `tp` exceeds the KV-head count. Latent
+//! attention (DeepSeek, Kimi) keeps one latent per layer on every card; sliding-window layers
+//! (gpt-oss) keep at most their window ([`Model::kv_bytes_per_token`]).
 
 use std::fmt;
 
@@ -90,7 +92,10 @@ pub fn tp_problem(model: &Model, tp: u32) -> Option<String> {
             model.name, model.heads
         ));
     }
-    if !model.kv_heads.is_multiple_of(tp) && !tp.is_multiple_of(model.kv_heads) {
+    if !model.latent_attention()
+        && !model.kv_heads.is_multiple_of(tp)
+        && !tp.is_multiple_of(model.kv_heads)
+    {
         return Some(format!(
             "tp {tp} neither divides nor is a multiple of {}'s {} KV heads",
             model.name, model.kv_heads
@@ -114,17 +119,29 @@ pub fn memory_fit(
         None => model.dtype.parse().unwrap_or(Dtype::Fp16),
     };
     let kv_dtype = options.kv_dtype.unwrap_or(Dtype::Fp16);
-    let weights = model.params() * dtype.bytes();
+    // A checkpoint that quantises only its experts (gpt-oss's MXFP4) keeps them so unless
+    // another format is asked for.
+    let expert_dtype = match (&model.expert_dtype, options.dtype) {
+        (Some(own), None) => own.parse().unwrap_or(dtype),
+        _ => dtype,
+    };
+    let experts = model.routed_expert_params().min(model.params());
+    let weights = (model.params() - experts) * dtype.bytes() + experts * expert_dtype.bytes();
+    let format = if expert_dtype == dtype || experts == 0.0 {
+        dtype.to_string()
+    } else {
+        format!("{dtype}, experts {expert_dtype}")
+    };
     let weights_per_card = weights / f64::from(tp);
     let usable = card.memory_bytes() * options.memory_utilization;
     let reserve = options.reserve_gib * GIB;
     let kv_budget = usable - weights_per_card - reserve;
 
-    let kv_per_token =
-        2.0 * f64::from(model.layers * model.kv_heads * model.head_dim) * kv_dtype.bytes();
-    let kv_heads_per_card = (model.kv_heads / tp).max(1);
-    let kv_per_token_per_card =
-        2.0 * f64::from(model.layers * kv_heads_per_card * model.head_dim) * kv_dtype.bytes();
+    let context_tokens = options
+        .context_tokens
+        .unwrap_or_else(|| model.max_context.min(4096));
+    let (kv_per_token, kv_per_token_per_card) =
+        model.kv_bytes_per_token(kv_dtype.bytes(), tp, context_tokens);
     // A model without a KV cache (an image classifier) needs room for its weights only.
     let kv_tokens = if kv_per_token_per_card == 0.0 {
         0
@@ -133,9 +150,6 @@ pub fn memory_fit(
     } else {
         0
     };
-    let context_tokens = options
-        .context_tokens
-        .unwrap_or_else(|| model.max_context.min(4096));
 
     let fit = MemoryFit {
         model: model.name.clone(),
@@ -160,7 +174,7 @@ pub fn memory_fit(
     if kv_budget <= 0.0 {
         return Err(LayoutRejected {
             reason: format!(
-                "{} ({dtype}) needs {:.1} GB of weights, {:.1} GiB per card at tp {tp}, plus {:.1} GiB reserve; \
+                "{} ({format}) needs {:.1} GB of weights, {:.1} GiB per card at tp {tp}, plus {:.1} GiB reserve; \
                  {tp} × {} have {:.0} GiB, {:.1} GiB usable per card at memory utilisation {:.2}",
                 model.name,
                 fit.weights_gb,
@@ -176,7 +190,7 @@ pub fn memory_fit(
     if model.generates_text() && kv_tokens < u64::from(context_tokens) {
         return Err(LayoutRejected {
             reason: format!(
-                "{} ({dtype}) on {tp} × {} leaves {:.2} GiB per card for KV cache: {kv_tokens} tokens, \
+                "{} ({format}) on {tp} × {} leaves {:.2} GiB per card for KV cache: {kv_tokens} tokens, \
                  less than one {context_tokens}-token sequence",
                 model.name, card.name, fit.kv_gib_per_card,
             ),
@@ -228,6 +242,17 @@ mod tests {
             max_context: 4096,
             experts: None,
             experts_per_token: None,
+            shared_experts: None,
+            expert_intermediate_size: None,
+            dense_layers: None,
+            kv_lora_rank: None,
+            q_lora_rank: None,
+            qk_rope_head_dim: None,
+            qk_nope_head_dim: None,
+            v_head_dim: None,
+            sliding_window: None,
+            sliding_layers: None,
+            expert_dtype: None,
             dtype: "fp16".into(),
             source: "test".into(),
         }
@@ -378,5 +403,73 @@ mod tests {
         let m = model("qwen2-7b", 7.6, 28, 28, 4);
         let err = memory_fit(&m, &card("big", 80.0), 8, &MemoryOptions::default()).unwrap_err();
         assert!(err.reason.contains("28 attention heads"), "{err}");
+    }
+
+    /// The models of 2025 (mixtures of experts, latent attention, sliding windows, native
+    /// quantisation) on a layout that fits and one that does not, with the figures their
+    /// publishers give: DeepSeek-R1's FP8 weights need more than one node of eight 80 GB
+    /// H100s and fit on eight H200s; gpt-oss-120b runs on one 80 GB card and gpt-oss-20b in
+    /// 16 GB; Qwen3-235B-A22B in BF16 needs eight H100s.
+    #[test]
+    fn the_2025_models_fit_where_their_publishers_say() {
+        let catalog = crate::catalog::Catalog::shipped().unwrap();
+        let fit = |model: &str, card: &str, tp: u32| {
+            memory_fit(
+                catalog.model(model).unwrap(),
+                catalog.card(card).unwrap(),
+                tp,
+                &MemoryOptions::default(),
+            )
+        };
+        let cases = [
+            ("deepseek-r1", ("H200", 8), ("H100-SXM", 8)),
+            ("deepseek-v3", ("B200", 8), ("H100-SXM", 8)),
+            ("kimi-k2", ("H200", 8), ("H100-SXM", 8)),
+            ("qwen3-235b-a22b", ("H100-SXM", 8), ("H100-SXM", 4)),
+            ("qwen3-30b-a3b", ("H100-SXM", 1), ("L40S", 1)),
+            ("qwen3-8b", ("L4", 1), ("T4", 1)),
+            ("gpt-oss-120b", ("H100-SXM", 1), ("L40S", 1)),
+            ("gpt-oss-20b", ("L4", 1), ("T4", 1)),
+            ("llama-4-scout", ("H100-SXM", 4), ("H100-SXM", 2)),
+            ("llama-4-maverick", ("H200", 8), ("H100-SXM", 8)),
+            ("glm-4.7", ("H200", 8), ("H100-SXM", 8)),
+        ];
+        for (model, (card, tp), (small, small_tp)) in cases {
+            let ok = fit(model, card, tp);
+            assert!(ok.is_ok(), "{model} on {tp} × {card}: {ok:?}");
+            let no = fit(model, small, small_tp);
+            assert!(
+                no.is_err(),
+                "{model} should not fit on {small_tp} × {small}: {no:?}"
+            );
+        }
+        // DeepSeek's latent cache: 61 layers × (512 + 64) values × 2 bytes, on every card.
+        let r1 = fit("deepseek-r1", "H200", 8).unwrap();
+        assert_eq!(r1.kv_bytes_per_token, 61.0 * 576.0 * 2.0);
+        assert_eq!(r1.kv_bytes_per_token_per_card, r1.kv_bytes_per_token);
+        assert!((r1.weights_gb - 671.0).abs() < 1.0, "{}", r1.weights_gb);
+        // gpt-oss-120b: BF16 except its MXFP4 experts — about 65 GB on disk (counted here at
+        // NVFP4's 4.5 bits, a few GB over); half its layers keep a 128-token window.
+        let oss = fit("gpt-oss-120b", "H100-SXM", 1).unwrap();
+        assert!((60.0..72.0).contains(&oss.weights_gb), "{}", oss.weights_gb);
+        let full = 36.0 * 2.0 * 8.0 * 64.0 * 2.0;
+        let expected = full / 2.0 + full / 2.0 * 128.0 / 4096.0;
+        assert!((oss.kv_bytes_per_token - expected).abs() < 1e-6);
+        // Asked for another format, the experts take it too.
+        let bf16 = memory_fit(
+            catalog.model("gpt-oss-120b").unwrap(),
+            catalog.card("H200").unwrap(),
+            2,
+            &MemoryOptions {
+                dtype: Some(Dtype::Bf16),
+                ..MemoryOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            (bf16.weights_gb - 2.0 * 116.8).abs() < 0.5,
+            "{}",
+            bf16.weights_gb
+        );
     }
 }

@@ -48,6 +48,39 @@ pub struct Model {
     pub experts: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experts_per_token: Option<u32>,
+    /// Experts every token goes through beside the routed ones (DeepSeek `n_shared_experts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_experts: Option<u32>,
+    /// One expert's FFN width (`moe_intermediate_size`); `intermediate_size` is then the dense
+    /// layers' FFN width.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_intermediate_size: Option<u32>,
+    /// Layers with a dense FFN instead of experts (DeepSeek's `first_k_dense_replace`, Llama 4
+    /// Maverick's every other layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_layers: Option<u32>,
+    /// Multi-head latent attention (DeepSeek V3, Kimi K2): the KV cache holds one compressed
+    /// latent of this rank per token and layer, plus the rotary part of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_lora_rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q_lora_rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_rope_head_dim: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_nope_head_dim: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v_head_dim: Option<u32>,
+    /// Sliding-window attention: `sliding_layers` of the layers attend to (and keep KV for)
+    /// only the last `sliding_window` tokens (gpt-oss: every other layer, 128 tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_layers: Option<u32>,
+    /// The experts' own weight format when the checkpoint quantises only them (gpt-oss: MXFP4
+    /// experts, BF16 attention and embeddings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_dtype: Option<String>,
     pub dtype: String,
     pub source: String,
 }
@@ -75,5 +108,159 @@ impl Model {
     /// Whether the MLP has a gate projection beside its up projection (SwiGLU).
     pub fn gated_mlp(&self) -> bool {
         self.mlp.as_deref() != Some("plain")
+    }
+
+    /// Whether attention is multi-head latent attention (a compressed KV cache).
+    pub fn latent_attention(&self) -> bool {
+        self.kv_lora_rank.is_some()
+    }
+
+    /// KV-cache positions' bytes per token for a sequence of `context` tokens at `kv_bytes`
+    /// per value: all layers together, and what one of `tp` cards holds. Grouped-query
+    /// attention keeps K and V per KV head, split over the cards (a card keeps at least one
+    /// head); latent attention keeps one latent plus the rotary key per layer, on every card
+    /// (it is not split by heads). Sliding-window layers keep at most the window, so their
+    /// share per token falls as the sequence outgrows it.
+    pub fn kv_bytes_per_token(&self, kv_bytes: f64, tp: u32, context: u32) -> (f64, f64) {
+        let layers = f64::from(self.layers);
+        let window_share = match (self.sliding_window, self.sliding_layers) {
+            (Some(window), Some(sliding)) if context > window && sliding > 0 => {
+                let sliding = f64::from(sliding.min(self.layers));
+                (layers - sliding + sliding * f64::from(window) / f64::from(context)) / layers
+            }
+            _ => 1.0,
+        };
+        if let Some(rank) = self.kv_lora_rank {
+            let per_layer = f64::from(rank + self.qk_rope_head_dim.unwrap_or(0)) * kv_bytes;
+            let all = layers * per_layer * window_share;
+            return (all, all);
+        }
+        let per_head = 2.0 * f64::from(self.head_dim) * kv_bytes;
+        let heads_per_card = (self.kv_heads / tp.max(1)).max(1);
+        (
+            layers * f64::from(self.kv_heads) * per_head * window_share,
+            layers * f64::from(heads_per_card) * per_head * window_share,
+        )
+    }
+
+    /// Layers whose FFN is a mixture of experts.
+    pub fn moe_layers(&self) -> u32 {
+        match self.experts {
+            Some(_) => self.layers.saturating_sub(self.dense_layers.unwrap_or(0)),
+            None => 0,
+        }
+    }
+
+    /// Parameters of all routed experts together, from the shapes (0 for a dense model, or
+    /// one described without expert shapes).
+    pub fn routed_expert_params(&self) -> f64 {
+        match (self.experts, self.expert_intermediate_size) {
+            (Some(experts), Some(width)) => {
+                f64::from(self.moe_layers()) * f64::from(experts) * self.ffn_params(width)
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// One FFN's parameters at `width`: gate, up and down projections (two without a gate).
+    fn ffn_params(&self, width: u32) -> f64 {
+        let projections = if self.gated_mlp() { 3.0 } else { 2.0 };
+        projections * f64::from(self.hidden_size) * f64::from(width)
+    }
+
+    /// Total and per-token active parameters counted from the shapes (embeddings and LM head
+    /// untied, norms and biases left out): what `params_b` and `active_params_b` are checked
+    /// against. `None` for a model without shapes.
+    pub fn params_from_shapes(&self) -> Option<(f64, f64)> {
+        if self.layers == 0 || self.hidden_size == 0 {
+            return None;
+        }
+        let hidden = f64::from(self.hidden_size);
+        let heads = f64::from(self.heads);
+        let attention = match self.kv_lora_rank {
+            Some(rank) => {
+                let rope = f64::from(self.qk_rope_head_dim.unwrap_or(0));
+                let nope = f64::from(self.qk_nope_head_dim.unwrap_or(0));
+                let value = f64::from(self.v_head_dim.unwrap_or(self.head_dim));
+                let query = match self.q_lora_rank {
+                    Some(q) => hidden * f64::from(q) + f64::from(q) * heads * (nope + rope),
+                    None => hidden * heads * (nope + rope),
+                };
+                query
+                    + hidden * (f64::from(rank) + rope)
+                    + f64::from(rank) * heads * (nope + value)
+                    + heads * value * hidden
+            }
+            None => {
+                let head_dim = f64::from(self.head_dim);
+                2.0 * hidden * heads * head_dim + 2.0 * hidden * f64::from(self.kv_heads) * head_dim
+            }
+        };
+        let moe_layers = f64::from(self.moe_layers());
+        let dense_layers = f64::from(self.layers) - moe_layers;
+        let dense = dense_layers * self.ffn_params(self.intermediate_size);
+        let (routed_total, routed_active, shared, router) =
+            match (self.experts, self.expert_intermediate_size) {
+                (Some(experts), Some(width)) => {
+                    let one = self.ffn_params(width);
+                    (
+                        moe_layers * f64::from(experts) * one,
+                        moe_layers * f64::from(self.experts_per_token.unwrap_or(1)) * one,
+                        moe_layers * f64::from(self.shared_experts.unwrap_or(0)) * one,
+                        moe_layers * hidden * f64::from(experts),
+                    )
+                }
+                _ => (0.0, 0.0, 0.0, 0.0),
+            };
+        let common = f64::from(self.layers) * attention
+            + dense
+            + shared
+            + router
+            + 2.0 * f64::from(self.vocab_size) * hidden;
+        Some((common + routed_total, common + routed_active))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The parameter counts of the catalog's mixture-of-experts and latent-attention models,
+    /// counted from their config shapes, agree with the model cards: totals within 2 %, and
+    /// the active count between the shapes' count without and with the input embedding (some
+    /// cards leave it out: gpt-oss counts 5.1 B active, 5.7 B with it).
+    #[test]
+    fn shape_counts_match_the_published_parameter_counts() {
+        let catalog = crate::catalog::Catalog::shipped().unwrap();
+        let mut checked = 0;
+        for model in catalog
+            .models
+            .iter()
+            .filter(|m| m.expert_intermediate_size.is_some() || m.latent_attention())
+        {
+            let (total, active) = model.params_from_shapes().unwrap();
+            let error = total / model.params() - 1.0;
+            assert!(
+                error.abs() < 0.02,
+                "{}: {:.1} B from shapes vs {}",
+                model.name,
+                total / 1e9,
+                model.params_b
+            );
+            let embedding = f64::from(model.vocab_size) * f64::from(model.hidden_size);
+            let published = model.active_params_b.unwrap() * 1e9;
+            assert!(
+                published >= 0.97 * (active - embedding) && published <= 1.03 * active,
+                "{}: active {:.2} B from shapes vs {}",
+                model.name,
+                active / 1e9,
+                published / 1e9
+            );
+            checked += 1;
+        }
+        assert!(checked >= 10, "{checked}");
+        // A dense model counts the same either way.
+        let qwen = catalog.model("qwen3-8b").unwrap();
+        let (total, active) = qwen.params_from_shapes().unwrap();
+        assert_eq!(total, active);
+        assert!((total / qwen.params() - 1.0).abs() < 0.01);
     }
 }

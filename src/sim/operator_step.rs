@@ -40,18 +40,24 @@ pub enum GemmSource {
 pub struct OperatorStep {
     tables: Arc<OperatorTables>,
     gemm: GemmSource,
+    /// The routed and shared experts' GEMMs (gpt-oss: MXFP4 experts beside BF16 attention).
+    expert_gemm: GemmSource,
     layers: f64,
     hidden: f64,
-    /// Output width of the fused QKV projection on one card.
-    qkv_n: f64,
-    /// Input width of the attention output projection on one card.
-    o_k: f64,
-    /// Gated MLP (or one expert) on one card: up+gate output width, down input width.
+    /// The attention projections' GEMMs on one card.
+    projections: Projections,
+    /// Gated MLP on one card: up+gate output width, down input width (the dense layers').
     up_n: f64,
     down_k: f64,
-    /// Mixture of experts: experts and experts per token (1 and 1 for a dense model).
+    /// Mixture of experts: experts and experts per token (1 and 1 for a dense model), one
+    /// expert's widths on one card, experts every token also runs, and the share of layers
+    /// whose FFN is the experts.
     experts: f64,
     experts_per_token: f64,
+    expert_up_n: f64,
+    expert_down_k: f64,
+    shared_experts: f64,
+    moe_layer_share: f64,
     vocab_n: f64,
     heads_per_card: f64,
     kv_heads_per_card: f64,
@@ -70,6 +76,24 @@ pub struct OperatorStep {
     /// LM-head µs by sampled sequences: a prediction runs the same few hundred token counts
     /// through hundreds of thousands of steps, and each lookup interpolates several grids.
     memo: RefCell<Memo>,
+}
+
+/// The GEMMs that make a layer's queries, keys and values and project its output, on one
+/// card.
+#[derive(Debug, Clone, Copy)]
+enum Projections {
+    /// Grouped-query attention: one fused QKV projection, one output projection.
+    Grouped { qkv_n: f64, o_k: f64 },
+    /// Multi-head latent attention: the query and KV down-projections (not split over the
+    /// cards), the query and KV up-projections of this card's heads, the output projection.
+    Latent {
+        down_n: f64,
+        q_up_n: f64,
+        q_rank: f64,
+        kv_up_n: f64,
+        kv_rank: f64,
+        o_k: f64,
+    },
 }
 
 /// Indexed by token count (CUDA-graph and eager all-reduce apart): the counts are small
@@ -161,17 +185,65 @@ impl OperatorStep {
             (Some(e), Some(k)) if e > 1 && k >= 1 => (f64::from(e), f64::from(k)),
             _ => (1.0, 1.0),
         };
+        let gates = if model.gated_mlp() { 2.0 } else { 1.0 };
+        // Without its own expert width, a mixture's `intermediate_size` is the expert's
+        // (Mixtral); with one, `intermediate_size` is the dense layers'.
+        let expert_width = f64::from(
+            model
+                .expert_intermediate_size
+                .unwrap_or(model.intermediate_size),
+        ) / tpf;
+        let hidden = f64::from(model.hidden_size);
+        let projections = match model.kv_lora_rank {
+            Some(rank) => {
+                let rope = f64::from(model.qk_rope_head_dim.unwrap_or(0));
+                let nope = f64::from(model.qk_nope_head_dim.unwrap_or(0));
+                let value = f64::from(model.v_head_dim.unwrap_or(model.head_dim));
+                let q_rank = f64::from(model.q_lora_rank.unwrap_or(model.hidden_size));
+                Projections::Latent {
+                    down_n: q_rank + f64::from(rank) + rope,
+                    q_up_n: heads / tpf * (nope + rope),
+                    q_rank,
+                    kv_up_n: heads / tpf * (nope + value),
+                    kv_rank: f64::from(rank),
+                    o_k: heads / tpf * value,
+                }
+            }
+            None => Projections::Grouped {
+                qkv_n: (heads + 2.0 * kv_heads) * head / tpf,
+                o_k: heads * head / tpf,
+            },
+        };
+        // Experts in their own format when the model's own format is served: measured where
+        // the card runs it natively, else as weight-only (Hopper reads MXFP4 experts and
+        // multiplies in 16 bits).
+        let own = model.dtype.parse::<Dtype>().ok();
+        let expert_gemm = match model.expert_dtype.as_deref().map(str::parse::<Dtype>) {
+            Some(Ok(expert)) if own == Some(dtype) && expert != dtype => {
+                gemm_source(&tables, expert).unwrap_or(GemmSource::WeightOnly {
+                    weight_ratio: expert.bytes() / Dtype::Bf16.bytes(),
+                })
+            }
+            _ => gemm.clone(),
+        };
         Ok(OperatorStep {
             gemm,
+            expert_gemm,
             layers: f64::from(model.layers),
-            hidden: f64::from(model.hidden_size),
-            qkv_n: (heads + 2.0 * kv_heads) * head / tpf,
-            o_k: heads * head / tpf,
-            up_n: if model.gated_mlp() { 2.0 } else { 1.0 } * f64::from(model.intermediate_size)
-                / tpf,
+            hidden,
+            projections,
+            up_n: gates * f64::from(model.intermediate_size) / tpf,
             down_k: f64::from(model.intermediate_size) / tpf,
             experts,
             experts_per_token,
+            expert_up_n: gates * expert_width,
+            expert_down_k: expert_width,
+            shared_experts: f64::from(model.shared_experts.unwrap_or(0)),
+            moe_layer_share: if experts > 1.0 {
+                f64::from(model.moe_layers()) / f64::from(model.layers.max(1))
+            } else {
+                0.0
+            },
             vocab_n: f64::from(model.vocab_size) / tpf,
             heads_per_card: heads / tpf,
             kv_heads_per_card,
@@ -206,7 +278,17 @@ impl OperatorStep {
 
     /// One GEMM of `m` tokens into an `n`-wide output from a `k`-wide input, µs.
     fn gemm_us(&self, m: f64, n: f64, k: f64) -> f64 {
-        match &self.gemm {
+        self.gemm_from(&self.gemm, m, n, k)
+    }
+
+    /// The same through the experts' weights (their own format where the checkpoint
+    /// quantises only them).
+    fn expert_gemm_us(&self, m: f64, n: f64, k: f64) -> f64 {
+        self.gemm_from(&self.expert_gemm, m, n, k)
+    }
+
+    fn gemm_from(&self, source: &GemmSource, m: f64, n: f64, k: f64) -> f64 {
+        match source {
             GemmSource::Table(name) => {
                 let measured = self.tables.gemm_us(name, m, n, k).unwrap_or(0.0);
                 match self.skipped_scale_us(name, m, k) {
@@ -251,20 +333,31 @@ impl OperatorStep {
         if let Some(known) = remembered(&self.memo.borrow().layer[usize::from(graph)], key) {
             return known;
         }
-        let mut gemm =
-            self.gemm_us(m, self.qkv_n, self.hidden) + self.gemm_us(m, self.hidden, self.o_k);
+        let mut gemm = match self.projections {
+            Projections::Grouped { qkv_n, o_k } => {
+                self.gemm_us(m, qkv_n, self.hidden) + self.gemm_us(m, self.hidden, o_k)
+            }
+            Projections::Latent {
+                down_n,
+                q_up_n,
+                q_rank,
+                kv_up_n,
+                kv_rank,
+                o_k,
+            } => {
+                self.gemm_us(m, down_n, self.hidden)
+                    + self.gemm_us(m, q_up_n, q_rank)
+                    + self.gemm_us(m, kv_up_n, kv_rank)
+                    + self.gemm_us(m, self.hidden, o_k)
+            }
+        };
+        // The FFN of an average layer: dense layers' and expert layers' in their shares.
+        let dense =
+            self.gemm_us(m, self.up_n, self.hidden) + self.gemm_us(m, self.hidden, self.down_k);
         gemm += if self.experts > 1.0 {
-            // Tokens spread over the experts they route to: each touched expert runs its own
-            // (smaller) GEMMs. Expected experts touched by m tokens choosing k of E.
-            let routed = m * self.experts_per_token;
-            let touched =
-                self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts).powf(m));
-            let per_expert = (routed / touched.max(1.0)).max(1.0);
-            touched
-                * (self.gemm_us(per_expert, self.up_n, self.hidden)
-                    + self.gemm_us(per_expert, self.hidden, self.down_k))
+            (1.0 - self.moe_layer_share) * dense + self.moe_layer_share * self.experts_us(m)
         } else {
-            self.gemm_us(m, self.up_n, self.hidden) + self.gemm_us(m, self.hidden, self.down_k)
+            dense
         };
         let communication = if self.tp > 1 {
             let bytes = m * self.hidden * 2.0;
@@ -285,6 +378,29 @@ impl OperatorStep {
             (gemm, communication),
         );
         (gemm, communication)
+    }
+
+    /// One expert layer's FFN for `m` tokens, µs. Engines run the routed experts as one
+    /// fused kernel (vLLM's and SGLang's fused MoE, TensorRT-LLM's grouped GEMM), so the
+    /// time is that of all routed tokens' FLOPs through one expert, or that of streaming the
+    /// weights of every expert the tokens touch, whichever is longer. (Timing each touched
+    /// expert as a GEMM of its own charged a launch per expert: 256-expert models came out
+    /// several times slow.) Shared experts run for every token.
+    fn experts_us(&self, m: f64) -> f64 {
+        let routed = m * self.experts_per_token;
+        // Expected experts touched by m tokens choosing k of E.
+        let touched = self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts).powf(m));
+        let through_one = |tokens: f64| {
+            self.expert_gemm_us(tokens, self.expert_up_n, self.hidden)
+                + self.expert_gemm_us(tokens, self.hidden, self.expert_down_k)
+        };
+        let compute = through_one(routed);
+        // Few tokens: the kernel streams every touched expert's weights, as one GEMM as
+        // wide as all of them does (timed from the same tables).
+        let touched = touched.max(1.0);
+        let reads = self.expert_gemm_us(1.0, self.expert_up_n * touched, self.hidden)
+            + self.expert_gemm_us(1.0, self.hidden, self.expert_down_k * touched);
+        compute.max(reads) + self.shared_experts * through_one(m)
     }
 
     /// The LM head over `sampled` sequences, µs (remembered).
@@ -534,5 +650,71 @@ mod tests {
         let eager = step.time(&work, None).gemm;
         let padded = step.time(&work, Some(24.0)).gemm;
         assert!(padded >= eager);
+    }
+
+    fn on_h200(model: &str, tp: u32, dtype: Dtype) -> OperatorStep {
+        let catalog = Catalog::shipped().unwrap();
+        let tables = catalog.operators.get("h200_sxm", "vllm").unwrap().clone();
+        let model = catalog.model(model).unwrap();
+        OperatorStep::new(Arc::new(tables), model, tp, dtype, Dtype::Bf16, 4800.0).unwrap()
+    }
+
+    #[test]
+    fn fused_experts_cost_what_the_touched_experts_weigh() {
+        let r1 = on_h200("deepseek-r1", 8, Dtype::Fp8);
+        // One token touches 8 of 256 experts; 64 tokens nearly 228 of them: the expert
+        // layer streams far more weight, but nowhere near 228 × one token's time.
+        let (one, many) = (r1.experts_us(1.0), r1.experts_us(64.0));
+        assert!(many > 3.0 * one, "{one} µs vs {many} µs");
+        assert!(many < 228.0 / 8.0 * one, "{one} µs vs {many} µs");
+        // Per-expert launches (the old way) would charge each of the 8 touched experts a
+        // whole small GEMM, shared expert aside.
+        let launches = 8.0
+            * (r1.gemm_us(1.0, r1.expert_up_n, r1.hidden)
+                + r1.gemm_us(1.0, r1.hidden, r1.expert_down_k));
+        assert!(
+            one < launches,
+            "{one} µs fused vs {launches} µs launched one by one"
+        );
+        // Three of DeepSeek's 61 layers are dense.
+        assert!((r1.moe_layer_share - 58.0 / 61.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn latent_attention_projects_through_its_ranks() {
+        let r1 = on_h200("deepseek-r1", 8, Dtype::Fp8);
+        let Projections::Latent {
+            down_n,
+            q_up_n,
+            kv_up_n,
+            o_k,
+            ..
+        } = r1.projections
+        else {
+            panic!("DeepSeek-R1 has latent attention");
+        };
+        // q_lora 1536 + kv_lora 512 + rope 64 on every card; 16 of 128 heads per card.
+        assert_eq!(down_n, 1536.0 + 512.0 + 64.0);
+        assert_eq!(q_up_n, 16.0 * 192.0);
+        assert_eq!(kv_up_n, 16.0 * 256.0);
+        assert_eq!(o_k, 16.0 * 128.0);
+    }
+
+    #[test]
+    fn experts_kept_in_their_own_format_are_timed_in_it() {
+        // gpt-oss keeps MXFP4 experts beside BF16 attention; Hopper has no FP4 GEMMs, so the
+        // experts are timed as weight-only reads of 4.5-bit weights.
+        let oss = on_h200("gpt-oss-120b", 1, Dtype::Bf16);
+        assert!(matches!(oss.gemm, GemmSource::Table(ref t) if t == "bf16"));
+        assert!(
+            matches!(oss.expert_gemm, GemmSource::WeightOnly { .. }),
+            "{:?}",
+            oss.expert_gemm
+        );
+        let n = oss.expert_up_n * 16.0;
+        assert!(oss.expert_gemm_us(1.0, n, oss.hidden) < 0.5 * oss.gemm_us(1.0, n, oss.hidden));
+        // Asked for FP8, everything is FP8.
+        let fp8 = on_h200("gpt-oss-120b", 1, Dtype::Fp8);
+        assert_eq!(fp8.expert_gemm, fp8.gemm);
     }
 }

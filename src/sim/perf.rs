@@ -210,7 +210,6 @@ impl PerfModel {
             _ => (total, 0.0, 1.0, 1.0),
         };
         let active = shared + experts_total * per_token / experts;
-        let kv_heads_per_card = (model.kv_heads / tp.max(1)).max(1);
         let peak_tflops = match dtype {
             Dtype::Fp8 => card.fp8_tflops.unwrap_or(card.fp16_tflops),
             Dtype::Fp32 => card.fp16_tflops / 2.0,
@@ -232,9 +231,11 @@ impl PerfModel {
             experts_per_token: per_token,
             active_params: active,
             weight_bytes_per_param: dtype.bytes(),
-            kv_bytes_per_position_per_card: 2.0
-                * f64::from(model.layers * kv_heads_per_card * model.head_dim)
-                * kv_dtype.bytes(),
+            // Latent attention and sliding windows as the memory fit counts them, at the
+            // context a chat deployment is configured for.
+            kv_bytes_per_position_per_card: model
+                .kv_bytes_per_token(kv_dtype.bytes(), tp, model.max_context.min(4096))
+                .1,
             peak_flops: peak_tflops * 1e12,
             hbm_bytes_per_s: card.hbm_bandwidth_gbs * 1e9,
             link_bytes_per_s: link_gbs * 1e9 / 2.0,
