@@ -95,6 +95,35 @@ fn is_text_generation(task: &String) -> bool {
 
 pub const TEXT_GENERATION: &str = "text-generation";
 
+/// Multi-head latent attention's shapes (DeepSeek V2/V3, Kimi K2): queries through an optional
+/// low rank, keys and values through one shared latent, plus a rotary key part.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatentAttention {
+    pub kv_rank: f64,
+    pub q_rank: Option<f64>,
+    pub rope: f64,
+    pub nope: f64,
+    pub value: f64,
+}
+
+impl LatentAttention {
+    /// Output width of the down-projections from the hidden state: the query's low rank
+    /// (when it has one), the KV latent and the rotary key — the same on every card.
+    pub fn down_width(&self) -> f64 {
+        self.q_rank.unwrap_or(0.0) + self.kv_rank + self.rope
+    }
+
+    /// One head's query width (and key width): the position-free and the rotary parts.
+    pub fn query_head(&self) -> f64 {
+        self.nope + self.rope
+    }
+
+    /// One head's width out of the KV up-projection: its key's position-free part and value.
+    pub fn kv_head(&self) -> f64 {
+        self.nope + self.value
+    }
+}
+
 impl Model {
     /// A decoder LLM: has a KV cache, and capplan's engine can simulate it.
     pub fn generates_text(&self) -> bool {
@@ -113,6 +142,17 @@ impl Model {
     /// Whether attention is multi-head latent attention (a compressed KV cache).
     pub fn latent_attention(&self) -> bool {
         self.kv_lora_rank.is_some()
+    }
+
+    /// The ranks and head widths of latent attention, when the model has it.
+    pub fn latent(&self) -> Option<LatentAttention> {
+        Some(LatentAttention {
+            kv_rank: f64::from(self.kv_lora_rank?),
+            q_rank: self.q_lora_rank.map(f64::from),
+            rope: f64::from(self.qk_rope_head_dim.unwrap_or(0)),
+            nope: f64::from(self.qk_nope_head_dim.unwrap_or(0)),
+            value: f64::from(self.v_head_dim.unwrap_or(self.head_dim)),
+        })
     }
 
     /// KV-cache positions' bytes per token for a sequence of `context` tokens at `kv_bytes`
@@ -177,19 +217,13 @@ impl Model {
         }
         let hidden = f64::from(self.hidden_size);
         let heads = f64::from(self.heads);
-        let attention = match self.kv_lora_rank {
-            Some(rank) => {
-                let rope = f64::from(self.qk_rope_head_dim.unwrap_or(0));
-                let nope = f64::from(self.qk_nope_head_dim.unwrap_or(0));
-                let value = f64::from(self.v_head_dim.unwrap_or(self.head_dim));
-                let query = match self.q_lora_rank {
-                    Some(q) => hidden * f64::from(q) + f64::from(q) * heads * (nope + rope),
-                    None => hidden * heads * (nope + rope),
-                };
-                query
-                    + hidden * (f64::from(rank) + rope)
-                    + f64::from(rank) * heads * (nope + value)
-                    + heads * value * hidden
+        let attention = match self.latent() {
+            Some(latent) => {
+                let query_in = latent.q_rank.unwrap_or(hidden);
+                hidden * latent.down_width()
+                    + query_in * heads * latent.query_head()
+                    + latent.kv_rank * heads * latent.kv_head()
+                    + heads * latent.value * hidden
             }
             None => {
                 let head_dim = f64::from(self.head_dim);

@@ -85,7 +85,8 @@ enum Projections {
     /// Grouped-query attention: one fused QKV projection, one output projection.
     Grouped { qkv_n: f64, o_k: f64 },
     /// Multi-head latent attention: the query and KV down-projections (not split over the
-    /// cards), the query and KV up-projections of this card's heads, the output projection.
+    /// cards), the query up-projection of this card's heads from the query rank (or straight
+    /// from the hidden state), the KV up-projection, the output projection.
     Latent {
         down_n: f64,
         q_up_n: f64,
@@ -194,21 +195,15 @@ impl OperatorStep {
                 .unwrap_or(model.intermediate_size),
         ) / tpf;
         let hidden = f64::from(model.hidden_size);
-        let projections = match model.kv_lora_rank {
-            Some(rank) => {
-                let rope = f64::from(model.qk_rope_head_dim.unwrap_or(0));
-                let nope = f64::from(model.qk_nope_head_dim.unwrap_or(0));
-                let value = f64::from(model.v_head_dim.unwrap_or(model.head_dim));
-                let q_rank = f64::from(model.q_lora_rank.unwrap_or(model.hidden_size));
-                Projections::Latent {
-                    down_n: q_rank + f64::from(rank) + rope,
-                    q_up_n: heads / tpf * (nope + rope),
-                    q_rank,
-                    kv_up_n: heads / tpf * (nope + value),
-                    kv_rank: f64::from(rank),
-                    o_k: heads / tpf * value,
-                }
-            }
+        let projections = match model.latent() {
+            Some(latent) => Projections::Latent {
+                down_n: latent.down_width(),
+                q_up_n: heads / tpf * latent.query_head(),
+                q_rank: latent.q_rank.unwrap_or(hidden),
+                kv_up_n: heads / tpf * latent.kv_head(),
+                kv_rank: latent.kv_rank,
+                o_k: heads / tpf * latent.value,
+            },
             None => Projections::Grouped {
                 qkv_n: (heads + 2.0 * kv_heads) * head / tpf,
                 o_k: heads * head / tpf,
