@@ -1148,13 +1148,8 @@ fn parse_limit(text: &str) -> Result<f64, String> {
 }
 
 fn parse_share(text: &str) -> Result<f64, String> {
-    let trimmed = text.trim();
-    let value = match trimmed.strip_suffix('%') {
-        Some(percent) => percent.trim().parse::<f64>().map(|v| v / 100.0),
-        None => trimmed.parse::<f64>(),
-    };
-    match value {
-        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
+    match capplan::workload::prefix::read_share(text) {
+        Some(v) if v > 0.0 && v < 1.0 => Ok(v),
         _ => Err(format!("expected a share such as 5% or 0.05, got '{text}'")),
     }
 }

@@ -211,20 +211,17 @@ fn levels_carry_the_servers_scraped_counters() {
     );
 }
 
+/// The layout and SLO the prefix-cache test probes and predicts.
+const L4_8B: [&str; 6] = ["--model", "llama-3.1-8b", "--card", "L4", "--ttft", "10s"];
+
 /// Mean TTFT of a `probe --sim` level of 4 users sending 2 000-token prompts, with `extra`,
 /// and how late the simulated server sent first tokens against its own schedule (both in
 /// engine seconds).
 fn probed_mean_ttft(name: &str, extra: &[&str]) -> (f64, f64) {
     let out = common::scratch(name);
-    let mut args = vec![
-        "probe",
-        "--sim",
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "L4",
-        "--ttft",
-        "10s",
+    let mut args = vec!["probe", "--sim"];
+    args.extend(L4_8B);
+    args.extend([
         "--concurrency",
         "4",
         "--window",
@@ -237,7 +234,7 @@ fn probed_mean_ttft(name: &str, extra: &[&str]) -> (f64, f64) {
         out.to_str().unwrap(),
         "--format",
         "json",
-    ];
+    ]);
     args.extend(extra);
     let run = common::capplan(&args);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -264,14 +261,9 @@ fn a_shared_prefix_is_served_from_the_simulated_prefix_cache_as_predicted() {
     // prefills back to back (all four arriving in one iteration), plus however late the
     // time-scaled server delivered it. Where in that range a run lands depends on how the
     // users fell into step, which varies from run to run.
-    let predicted = common::capplan(&[
-        "predict",
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "L4",
-        "--ttft",
-        "10s",
+    let mut args = vec!["predict"];
+    args.extend(L4_8B);
+    args.extend([
         "--input-tokens",
         "2000",
         "--output-tokens",
@@ -281,6 +273,7 @@ fn a_shared_prefix_is_served_from_the_simulated_prefix_cache_as_predicted() {
         "--format",
         "json",
     ]);
+    let predicted = common::capplan(&args);
     assert_eq!(predicted.code, 0, "{}", predicted.stderr);
     let curve = common::json(&predicted)["curve"].clone();
     let alone = curve
@@ -296,19 +289,9 @@ fn a_shared_prefix_is_served_from_the_simulated_prefix_cache_as_predicted() {
          {alone:.3} s"
     );
     // A dataset's prompts are the dataset's: a prefix share does not apply.
-    let run = common::capplan(&[
-        "probe",
-        "--sim",
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "L4",
-        "--ttft",
-        "10s",
-        "--dataset",
-        "x.jsonl",
-        "--prefix-share",
-        "0.5",
-    ]);
+    let mut args = vec!["probe", "--sim"];
+    args.extend(L4_8B);
+    args.extend(["--dataset", "x.jsonl", "--prefix-share", "0.5"]);
+    let run = common::capplan(&args);
     assert_eq!(run.code, 2, "{}", run.stderr);
 }

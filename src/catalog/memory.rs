@@ -49,6 +49,9 @@ pub struct MemoryFit {
     pub card: String,
     pub tp: u32,
     pub dtype: Dtype,
+    /// The routed experts' format: `dtype`, or the checkpoint's own for its experts
+    /// (gpt-oss's MXFP4) when no other format was asked for.
+    pub expert_dtype: Dtype,
     pub kv_dtype: Dtype,
     /// All weights, in GB (10^9 bytes, as model sizes are usually quoted) and GiB.
     pub weights_gb: f64,
@@ -139,7 +142,7 @@ pub fn memory_fit(
 
     let context_tokens = options
         .context_tokens
-        .unwrap_or_else(|| model.max_context.min(4096));
+        .unwrap_or_else(|| model.default_context());
     let (kv_per_token, kv_per_token_per_card) =
         model.kv_bytes_per_token(kv_dtype.bytes(), tp, context_tokens);
     // A model without a KV cache (an image classifier) needs room for its weights only.
@@ -156,6 +159,7 @@ pub fn memory_fit(
         card: card.name.clone(),
         tp,
         dtype,
+        expert_dtype,
         kv_dtype,
         weights_gb: weights / 1e9,
         weights_gib: weights / GIB,

@@ -139,6 +139,12 @@ impl Model {
         self.mlp.as_deref() != Some("plain")
     }
 
+    /// The context one sequence is sized for when nobody says: the model's own, at most 4096
+    /// tokens (what chat serving is usually configured with).
+    pub fn default_context(&self) -> u32 {
+        self.max_context.min(4096)
+    }
+
     /// Whether attention is multi-head latent attention (a compressed KV cache).
     pub fn latent_attention(&self) -> bool {
         self.kv_lora_rank.is_some()
@@ -233,19 +239,18 @@ impl Model {
         let moe_layers = f64::from(self.moe_layers());
         let dense_layers = f64::from(self.layers) - moe_layers;
         let dense = dense_layers * self.ffn_params(self.intermediate_size);
-        let (routed_total, routed_active, shared, router) =
-            match (self.experts, self.expert_intermediate_size) {
-                (Some(experts), Some(width)) => {
-                    let one = self.ffn_params(width);
-                    (
-                        moe_layers * f64::from(experts) * one,
-                        moe_layers * f64::from(self.experts_per_token.unwrap_or(1)) * one,
-                        moe_layers * f64::from(self.shared_experts.unwrap_or(0)) * one,
-                        moe_layers * hidden * f64::from(experts),
-                    )
-                }
-                _ => (0.0, 0.0, 0.0, 0.0),
-            };
+        let routed_total = self.routed_expert_params();
+        let (routed_active, shared, router) = match (self.experts, self.expert_intermediate_size) {
+            (Some(experts), Some(width)) => {
+                let one = self.ffn_params(width);
+                (
+                    moe_layers * f64::from(self.experts_per_token.unwrap_or(1)) * one,
+                    moe_layers * f64::from(self.shared_experts.unwrap_or(0)) * one,
+                    moe_layers * hidden * f64::from(experts),
+                )
+            }
+            _ => (0.0, 0.0, 0.0),
+        };
         let common = f64::from(self.layers) * attention
             + dense
             + shared

@@ -227,14 +227,8 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, InputError> {
             .workload
             .prefix_share
             .map(|share| {
-                PrefixShare::new(share).ok_or_else(|| {
-                    field(
-                        "workload.prefix_share",
-                        InputError::value(format!(
-                            "{share} is not a share of each prompt from 0 to 1"
-                        )),
-                    )
-                })
+                PrefixShare::checked(Some(share), &share.to_string())
+                    .map_err(|e| field("workload.prefix_share", e))
             })
             .transpose()?,
         engine: file.workload.engine,

@@ -42,7 +42,8 @@ pub enum PromptSource {
 impl PromptSource {
     /// The prompt of request `n` of step `step` (deterministic for a run).
     pub fn prompt(&self, run_tag: &str, step: u32, n: u64, seed: u64) -> Prompt {
-        let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(step) << 40) ^ n);
+        let step_seed = seed ^ (u64::from(step) << 40);
+        let mut rng = StdRng::seed_from_u64(step_seed ^ n);
         let tag = format!("{run_tag}-{step}-{n}");
         match self {
             PromptSource::Synthetic {
@@ -54,7 +55,7 @@ impl PromptSource {
                 let shared = prefix_share.of(tokens).min(tokens - 1);
                 let mut text = String::new();
                 if shared > 0 {
-                    let mut common = StdRng::seed_from_u64(seed ^ (u64::from(step) << 40) ^ SHARED);
+                    let mut common = StdRng::seed_from_u64(step_seed ^ SHARED);
                     text.push_str(&format!("{run_tag}-{step}-shared"));
                     for _ in 1..shared {
                         text.push(' ');

@@ -143,6 +143,7 @@ impl OperatorStep {
         model: &Model,
         tp: u32,
         dtype: Dtype,
+        expert_dtype: Dtype,
         kv_dtype: Dtype,
         hbm_bandwidth_gbs: f64,
     ) -> Result<OperatorStep, NoOperatorData> {
@@ -209,17 +210,15 @@ impl OperatorStep {
                 o_k: heads * head / tpf,
             },
         };
-        // Experts in their own format when the model's own format is served: measured where
+        // Experts in a format of their own (the memory fit decides which): measured where
         // the card runs it natively, else as weight-only (Hopper reads MXFP4 experts and
         // multiplies in 16 bits).
-        let own = model.dtype.parse::<Dtype>().ok();
-        let expert_gemm = match model.expert_dtype.as_deref().map(str::parse::<Dtype>) {
-            Some(Ok(expert)) if own == Some(dtype) && expert != dtype => {
-                gemm_source(&tables, expert).unwrap_or(GemmSource::WeightOnly {
-                    weight_ratio: expert.bytes() / Dtype::Bf16.bytes(),
-                })
-            }
-            _ => gemm.clone(),
+        let expert_gemm = if expert_dtype == dtype {
+            gemm.clone()
+        } else {
+            gemm_source(&tables, expert_dtype).unwrap_or(GemmSource::WeightOnly {
+                weight_ratio: expert_dtype.bytes() / Dtype::Bf16.bytes(),
+            })
         };
         Ok(OperatorStep {
             gemm,
@@ -533,7 +532,16 @@ mod tests {
         let catalog = Catalog::shipped().unwrap();
         let tables = catalog.operators.get("h100_sxm", "vllm").unwrap().clone();
         let model = catalog.model("llama-3.1-8b").unwrap();
-        OperatorStep::new(Arc::new(tables), model, 1, dtype, Dtype::Bf16, 3350.0).unwrap()
+        OperatorStep::new(
+            Arc::new(tables),
+            model,
+            1,
+            dtype,
+            dtype,
+            Dtype::Bf16,
+            3350.0,
+        )
+        .unwrap()
     }
 
     fn decode(batch: f64, context: f64) -> StepWork {
@@ -608,6 +616,7 @@ mod tests {
                 8,
                 Dtype::Fp8,
                 Dtype::Fp8,
+                Dtype::Fp8,
                 4800.0,
             )
             .unwrap()
@@ -647,16 +656,33 @@ mod tests {
         assert!(padded >= eager);
     }
 
-    fn on_h200(model: &str, tp: u32, dtype: Dtype) -> OperatorStep {
+    /// `model` on `tp` H200s in the formats its memory fit settles on (`dtype` asked, or
+    /// the checkpoint's own).
+    fn on_h200(model: &str, tp: u32, dtype: Option<Dtype>) -> OperatorStep {
         let catalog = Catalog::shipped().unwrap();
         let tables = catalog.operators.get("h200_sxm", "vllm").unwrap().clone();
         let model = catalog.model(model).unwrap();
-        OperatorStep::new(Arc::new(tables), model, tp, dtype, Dtype::Bf16, 4800.0).unwrap()
+        let options = crate::catalog::MemoryOptions {
+            dtype,
+            ..crate::catalog::MemoryOptions::default()
+        };
+        let fit =
+            crate::catalog::memory_fit(model, catalog.card("H200").unwrap(), tp, &options).unwrap();
+        OperatorStep::new(
+            Arc::new(tables),
+            model,
+            tp,
+            fit.dtype,
+            fit.expert_dtype,
+            Dtype::Bf16,
+            4800.0,
+        )
+        .unwrap()
     }
 
     #[test]
     fn fused_experts_cost_what_the_touched_experts_weigh() {
-        let r1 = on_h200("deepseek-r1", 8, Dtype::Fp8);
+        let r1 = on_h200("deepseek-r1", 8, None);
         // One token touches 8 of 256 experts; 64 tokens nearly 228 of them: the expert
         // layer streams far more weight, but nowhere near 228 × one token's time.
         let (one, many) = (r1.experts_us(1.0), r1.experts_us(64.0));
@@ -677,7 +703,7 @@ mod tests {
 
     #[test]
     fn latent_attention_projects_through_its_ranks() {
-        let r1 = on_h200("deepseek-r1", 8, Dtype::Fp8);
+        let r1 = on_h200("deepseek-r1", 8, None);
         let Projections::Latent {
             down_n,
             q_up_n,
@@ -699,7 +725,7 @@ mod tests {
     fn experts_kept_in_their_own_format_are_timed_in_it() {
         // gpt-oss keeps MXFP4 experts beside BF16 attention; Hopper has no FP4 GEMMs, so the
         // experts are timed as weight-only reads of 4.5-bit weights.
-        let oss = on_h200("gpt-oss-120b", 1, Dtype::Bf16);
+        let oss = on_h200("gpt-oss-120b", 1, None);
         assert!(matches!(oss.gemm, GemmSource::Table(ref t) if t == "bf16"));
         assert!(
             matches!(oss.expert_gemm, GemmSource::WeightOnly { .. }),
@@ -708,8 +734,10 @@ mod tests {
         );
         let n = oss.expert_up_n * 16.0;
         assert!(oss.expert_gemm_us(1.0, n, oss.hidden) < 0.5 * oss.gemm_us(1.0, n, oss.hidden));
-        // Asked for FP8, everything is FP8.
-        let fp8 = on_h200("gpt-oss-120b", 1, Dtype::Fp8);
+        // Asked for a format, everything is in it, as the memory fit counts it.
+        let fp8 = on_h200("gpt-oss-120b", 1, Some(Dtype::Fp8));
         assert_eq!(fp8.expert_gemm, fp8.gemm);
+        let bf16 = on_h200("gpt-oss-120b", 2, Some(Dtype::Bf16));
+        assert_eq!(bf16.expert_gemm, bf16.gemm);
     }
 }

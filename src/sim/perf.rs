@@ -234,7 +234,7 @@ impl PerfModel {
             // Latent attention and sliding windows as the memory fit counts them, at the
             // context a chat deployment is configured for.
             kv_bytes_per_position_per_card: model
-                .kv_bytes_per_token(kv_dtype.bytes(), tp, model.max_context.min(4096))
+                .kv_bytes_per_token(kv_dtype.bytes(), tp, model.default_context())
                 .1,
             peak_flops: peak_tflops * 1e12,
             hbm_bytes_per_s: card.hbm_bandwidth_gbs * 1e9,

@@ -324,6 +324,7 @@ pub fn engine_for(
             layout.model,
             layout.tp,
             fit.dtype,
+            fit.expert_dtype,
             fit.kv_dtype,
             layout.card.hbm_bandwidth_gbs,
         )

@@ -15,6 +15,7 @@ use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
 
 use crate::fit::simplex::minimise;
+use crate::slo::Percentile;
 
 use super::{predict_rows, row_errors, Comparison};
 use crate::catalog::{Catalog, EngineProfile};
@@ -139,19 +140,13 @@ pub fn fit_overheads(
 /// token, and the median keeps a saturated row from pulling it.
 fn fit_request_overhead(catalog: &Catalog, rows: &[Comparison], profile: &EngineProfile) -> f64 {
     let (predicted, _) = predict_rows(catalog, rows, std::slice::from_ref(profile));
-    let mut residuals: Vec<f64> = predicted
+    let residuals: Vec<f64> = predicted
         .iter()
         .filter_map(|row| Some(row.measured.ttft_s? - row.predicted.ttft_s?))
         .collect();
     if residuals.is_empty() {
         return profile.request_overhead_ms;
     }
-    residuals.sort_by(f64::total_cmp);
-    let middle = residuals.len() / 2;
-    let median = if residuals.len().is_multiple_of(2) {
-        (residuals[middle - 1] + residuals[middle]) / 2.0
-    } else {
-        residuals[middle]
-    };
+    let median = crate::stats::statistic(&residuals, Percentile::P(50.0));
     (profile.request_overhead_ms + median * 1e3).max(0.0)
 }

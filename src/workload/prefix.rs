@@ -23,6 +23,17 @@ impl PrefixShare {
         (share.is_finite() && (0.0..=1.0).contains(&share)).then_some(PrefixShare(share))
     }
 
+    /// `share` of each prompt cached, or the one message that says what is valid (`given`
+    /// is the value as the user wrote it).
+    pub fn checked(share: Option<f64>, given: &str) -> Result<PrefixShare, InputError> {
+        share.and_then(PrefixShare::new).ok_or_else(|| {
+            InputError::value(format!(
+                "prefix share '{given}' must be a share of each prompt from 0 to 1 (0.4) or a \
+                 percentage (40%)"
+            ))
+        })
+    }
+
     pub fn share(&self) -> f64 {
         self.0
     }
@@ -49,17 +60,17 @@ impl FromStr for PrefixShare {
 
     /// Reads `0.4` or `40%`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let trimmed = text.trim();
-        let value = match trimmed.strip_suffix('%') {
-            Some(percent) => percent.trim().parse::<f64>().map(|v| v / 100.0),
-            None => trimmed.parse::<f64>(),
-        };
-        value.ok().and_then(PrefixShare::new).ok_or_else(|| {
-            InputError::value(format!(
-                "prefix share '{text}' must be a share of each prompt from 0 to 1 (0.4) or a \
-                 percentage (40%)"
-            ))
-        })
+        PrefixShare::checked(read_share(text), text)
+    }
+}
+
+/// A share written as a number or a percentage (`0.4`, `40%`), unchecked; `None` when it is
+/// neither.
+pub fn read_share(text: &str) -> Option<f64> {
+    let trimmed = text.trim();
+    match trimmed.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().ok().map(|v| v / 100.0),
+        None => trimmed.parse::<f64>().ok(),
     }
 }
 

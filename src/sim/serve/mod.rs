@@ -32,8 +32,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use self::driver::{EngineHandle, TokenEvent};
 use self::fault::{FaultKind, FaultPlan};
-use self::openai::{error_body, sse, token_text, Api, CompletionBody, Frames, DONE};
-use self::prefix_cache::PrefixCache;
+use self::openai::{error_body, sse, token_count, token_text, Api, CompletionBody, Frames, DONE};
+use self::prefix_cache::{block_hashes, PrefixCache};
 use self::truth::{TruthLog, TruthRecord};
 use crate::sim::engine::{Engine, EngineRequest};
 use crate::workload::TokenLengths;
@@ -70,6 +70,8 @@ struct AppState {
     /// Blocks of earlier prompts the engine still holds (prefix caching, on by default in
     /// vLLM, SGLang and TensorRT-LLM).
     prefix_cache: Mutex<PrefixCache>,
+    /// Tokens per KV block: the prefix cache's unit.
+    prefix_block: usize,
 }
 
 /// Binds, reports the base URL through `ready`, and serves until `shutdown` completes.
@@ -99,10 +101,10 @@ where
         })?),
         None => None,
     };
-    let prefix_cache =
-        PrefixCache::new(engine.config().kv_block_tokens, engine.config().kv_capacity);
+    let block = engine.config().kv_block_tokens;
     let state = Arc::new(AppState {
-        prefix_cache: Mutex::new(prefix_cache),
+        prefix_cache: Mutex::new(PrefixCache::new(engine.config().kv_capacity / block)),
+        prefix_block: block as usize,
         engine: driver::spawn(engine, config.time_scale),
         lengths: Mutex::new(StdRng::seed_from_u64(config.seed)),
         config,
@@ -403,13 +405,14 @@ async fn handle(state: Arc<AppState>, api: Api, raw: Bytes) -> Response {
             );
         }
     }
-    let prompt = match body.prompt_tokens(api) {
-        Ok(tokens) => tokens,
+    let units = match body.prompt_units(api) {
+        Ok(units) => units,
         Err(message) => {
             log(&mut record, "bad-request");
             return error_response(StatusCode::BAD_REQUEST, &message, "invalid_request_error");
         }
     };
+    let prompt = token_count(&units);
     let natural = match state.lengths.lock() {
         Ok(mut rng) => state.config.output_tokens.sample(&mut *rng),
         Err(_) => state.config.output_tokens.mean().round() as u32,
@@ -456,11 +459,9 @@ async fn handle(state: Arc<AppState>, api: Api, raw: Bytes) -> Response {
             "invalid_request_error",
         );
     }
+    let hashes = block_hashes(&units, state.prefix_block);
     let cached = match state.prefix_cache.lock() {
-        Ok(mut cache) => {
-            let hashes = cache.block_hashes(&body.prompt_units(api));
-            cache.reuse(&hashes)
-        }
+        Ok(mut cache) => cache.reuse(&hashes) * state.prefix_block,
         Err(_) => 0,
     };
     let Some(events) = state.engine.submit(EngineRequest {

@@ -25,6 +25,16 @@ pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
+/// A prompt's tokens as the simulator counts them: at least one.
+pub fn token_count(units: &[PromptUnit<'_>]) -> u32 {
+    u32::try_from(units.len()).unwrap_or(u32::MAX).max(1)
+}
+
+/// A text's tokens as the simulator counts them: its whitespace-separated words.
+fn words(text: &str) -> impl Iterator<Item = PromptUnit<'_>> {
+    text.split_whitespace().map(PromptUnit::Word)
+}
+
 /// One token of a prompt as the server counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PromptUnit<'a> {
@@ -60,58 +70,27 @@ impl CompletionBody {
     /// Prompt tokens, counted the simulator's way: one token per whitespace-separated word
     /// (token-id arrays count their ids). Probes that know this rule can send exact lengths.
     pub fn prompt_tokens(&self, api: Api) -> Result<u32, String> {
-        let count = match api {
+        Ok(token_count(&self.prompt_units(api)?))
+    }
+
+    /// The prompt as the server counts it — words of every message's text (chat) or of the
+    /// prompt, and token ids — in order: its length is the prompt's tokens, and the prefix
+    /// cache names blocks by it.
+    pub fn prompt_units(&self, api: Api) -> Result<Vec<PromptUnit<'_>>, String> {
+        let mut units = Vec::new();
+        match api {
             Api::Chat => {
                 let messages = self
                     .messages
                     .as_ref()
                     .ok_or("'messages' is required for chat completions")?;
-                messages
-                    .iter()
-                    .map(|message| match message.get("content") {
-                        Some(Value::String(text)) => words(text),
-                        Some(Value::Array(parts)) => parts
-                            .iter()
-                            .filter_map(|part| part.get("text").and_then(Value::as_str))
-                            .map(words)
-                            .sum(),
-                        _ => 0,
-                    })
-                    .sum()
-            }
-            Api::Completions => match self.prompt.as_ref().ok_or("'prompt' is required")? {
-                Value::String(text) => words(text),
-                Value::Array(items) => items
-                    .iter()
-                    .map(|item| match item {
-                        Value::String(text) => words(text),
-                        Value::Number(_) => 1,
-                        Value::Array(ids) => ids.len(),
-                        _ => 0,
-                    })
-                    .sum(),
-                _ => return Err("'prompt' must be a string or an array".into()),
-            },
-        };
-        Ok(u32::try_from(count).unwrap_or(u32::MAX).max(1))
-    }
-
-    /// The prompt as the server counts it — words of every message's text (chat) or of the
-    /// prompt, and token ids — in order: what the prefix cache names blocks by. Empty when
-    /// the body has no prompt of the API's kind.
-    pub fn prompt_units(&self, api: Api) -> Vec<PromptUnit<'_>> {
-        let mut units = Vec::new();
-        match (api, &self.messages, &self.prompt) {
-            (Api::Chat, Some(messages), _) => {
                 for message in messages {
                     match message.get("content") {
-                        Some(Value::String(content)) => {
-                            units.extend(content.split_whitespace().map(PromptUnit::Word))
-                        }
+                        Some(Value::String(content)) => units.extend(words(content)),
                         Some(Value::Array(parts)) => {
                             for part in parts.iter().filter_map(|p| p.get("text")) {
                                 if let Some(content) = part.as_str() {
-                                    units.extend(content.split_whitespace().map(PromptUnit::Word));
+                                    units.extend(words(content));
                                 }
                             }
                         }
@@ -119,26 +98,24 @@ impl CompletionBody {
                     }
                 }
             }
-            (Api::Completions, _, Some(Value::String(prompt))) => {
-                units.extend(prompt.split_whitespace().map(PromptUnit::Word));
-            }
-            (Api::Completions, _, Some(Value::Array(items))) => {
-                for item in items {
-                    match item {
-                        Value::String(prompt) => {
-                            units.extend(prompt.split_whitespace().map(PromptUnit::Word))
+            Api::Completions => match self.prompt.as_ref().ok_or("'prompt' is required")? {
+                Value::String(prompt) => units.extend(words(prompt)),
+                Value::Array(items) => {
+                    for item in items {
+                        match item {
+                            Value::String(prompt) => units.extend(words(prompt)),
+                            Value::Number(id) => units.push(PromptUnit::Id(id.as_i64())),
+                            Value::Array(ids) => {
+                                units.extend(ids.iter().map(|id| PromptUnit::Id(id.as_i64())))
+                            }
+                            _ => {}
                         }
-                        Value::Number(id) => units.push(PromptUnit::Id(id.as_i64())),
-                        Value::Array(ids) => {
-                            units.extend(ids.iter().map(|id| PromptUnit::Id(id.as_i64())))
-                        }
-                        _ => {}
                     }
                 }
-            }
-            _ => {}
+                _ => return Err("'prompt' must be a string or an array".into()),
+            },
         }
-        units
+        Ok(units)
     }
 
     /// The first word of the prompt (of the last message for chat), at most 64 characters.
@@ -185,10 +162,6 @@ impl CompletionBody {
         let min = self.min_tokens.unwrap_or(1).clamp(1, max);
         natural.clamp(min, max)
     }
-}
-
-fn words(text: &str) -> usize {
-    text.split_whitespace().count()
 }
 
 const WORDS: [&str; 16] = [

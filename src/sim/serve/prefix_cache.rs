@@ -11,8 +11,23 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+/// The chained hashes of `units`' whole blocks of `block` units.
+pub fn block_hashes<T: Hash>(units: &[T], block: usize) -> Vec<u64> {
+    let block = block.max(1);
+    let mut hashes = Vec::with_capacity(units.len() / block);
+    let mut previous = 0u64;
+    for chunk in units.chunks_exact(block) {
+        let mut hasher = DefaultHasher::new();
+        previous.hash(&mut hasher);
+        chunk.hash(&mut hasher);
+        previous = hasher.finish();
+        hashes.push(previous);
+    }
+    hashes
+}
+
+/// The blocks held, by hash; the caller hashes prompts ([`block_hashes`]) outside its lock.
 pub struct PrefixCache {
-    block: usize,
     capacity: usize,
     /// Block hash → when it was last used.
     used: HashMap<u64, u64>,
@@ -22,35 +37,19 @@ pub struct PrefixCache {
 }
 
 impl PrefixCache {
-    /// A cache of `capacity_tokens` positions in blocks of `block_tokens`.
-    pub fn new(block_tokens: u64, capacity_tokens: u64) -> PrefixCache {
-        let block = block_tokens.max(1) as usize;
+    /// A cache of `capacity_blocks` blocks.
+    pub fn new(capacity_blocks: u64) -> PrefixCache {
         PrefixCache {
-            block,
-            capacity: (capacity_tokens as usize / block).max(1),
+            capacity: (capacity_blocks as usize).max(1),
             used: HashMap::new(),
             order: BTreeMap::new(),
             clock: 0,
         }
     }
 
-    /// The chained hashes of `units`' whole blocks.
-    pub fn block_hashes<T: Hash>(&self, units: &[T]) -> Vec<u64> {
-        let mut hashes = Vec::with_capacity(units.len() / self.block);
-        let mut previous = 0u64;
-        for block in units.chunks_exact(self.block) {
-            let mut hasher = DefaultHasher::new();
-            previous.hash(&mut hasher);
-            block.hash(&mut hasher);
-            previous = hasher.finish();
-            hashes.push(previous);
-        }
-        hashes
-    }
-
-    /// Tokens of a prompt with these block hashes already cached (its leading blocks that are
-    /// held), and remembers all of its blocks as just used.
-    pub fn reuse(&mut self, hashes: &[u64]) -> u64 {
+    /// How many of a prompt's leading blocks (these hashes) are cached; remembers all of
+    /// its blocks as just used.
+    pub fn reuse(&mut self, hashes: &[u64]) -> usize {
         let hits = hashes
             .iter()
             .take_while(|hash| self.used.contains_key(hash))
@@ -68,7 +67,7 @@ impl PrefixCache {
             };
             self.used.remove(&hash);
         }
-        (hits * self.block) as u64
+        hits
     }
 }
 
@@ -78,40 +77,36 @@ mod tests {
 
     #[test]
     fn a_block_matches_only_behind_the_same_prefix() {
-        let mut cache = PrefixCache::new(4, 1_000);
+        let mut cache = PrefixCache::new(250);
         let shared: Vec<u32> = (0..8).collect();
         let first: Vec<u32> = shared.iter().copied().chain([100, 101, 102, 103]).collect();
         let second: Vec<u32> = shared.iter().copied().chain([200, 201, 202, 203]).collect();
-        assert_eq!(cache.reuse(&cache.block_hashes(&first)), 0, "a cold cache");
+        assert_eq!(cache.reuse(&block_hashes(&first, 4)), 0, "a cold cache");
         assert_eq!(
-            cache.reuse(&cache.block_hashes(&second)),
-            8,
+            cache.reuse(&block_hashes(&second, 4)),
+            2,
             "two shared blocks"
         );
-        assert_eq!(
-            cache.reuse(&cache.block_hashes(&first)),
-            12,
-            "all of a repeat"
-        );
+        assert_eq!(cache.reuse(&block_hashes(&first, 4)), 3, "all of a repeat");
         // The same third block behind a different first block does not match.
         let moved: Vec<u32> = [9, 9, 9, 9, 4, 5, 6, 7].to_vec();
-        assert_eq!(cache.reuse(&cache.block_hashes(&moved)), 0);
+        assert_eq!(cache.reuse(&block_hashes(&moved, 4)), 0);
         // A partial last block is never cached.
-        assert_eq!(cache.block_hashes(&[1u32, 2, 3, 4, 5]).len(), 1);
+        assert_eq!(block_hashes(&[1u32, 2, 3, 4, 5], 4).len(), 1);
     }
 
     #[test]
     fn the_least_recently_used_blocks_go_first() {
         // Room for two blocks of 2.
-        let mut cache = PrefixCache::new(2, 4);
-        let a = cache.block_hashes(&[1u32, 1]);
-        let b = cache.block_hashes(&[2u32, 2]);
-        let c = cache.block_hashes(&[3u32, 3]);
+        let mut cache = PrefixCache::new(2);
+        let a = block_hashes(&[1u32, 1], 2);
+        let b = block_hashes(&[2u32, 2], 2);
+        let c = block_hashes(&[3u32, 3], 2);
         cache.reuse(&a);
         cache.reuse(&b);
-        assert_eq!(cache.reuse(&a), 2, "a is used again, b is now the oldest");
+        assert_eq!(cache.reuse(&a), 1, "a is used again, b is now the oldest");
         cache.reuse(&c);
-        assert_eq!(cache.reuse(&a), 2);
+        assert_eq!(cache.reuse(&a), 1);
         assert_eq!(cache.reuse(&b), 0, "b was evicted");
     }
 }
