@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use capplan::catalog::{memory_fit, Catalog, MemoryOptions};
+use capplan::catalog::{memory_fit, Catalog, MemoryOptions, Parallelism};
 use capplan::plan::{solve, Demand, SolveRequest};
 use capplan::slo::{Percentile, Slo};
 use capplan::store::{load_capacity_dir, CapacityPoint, PointSource};
@@ -37,6 +37,7 @@ fn main() {
                     instances_per_node: None,
                     instances_per_card: 1,
                     tp,
+                    parallel: Parallelism::tensor(tp),
                     users_per_instance: 10.0 * f64::from(tp),
                     slo,
                     think_time: ThinkTime::parse_table_seconds("1-3").expect("range"),

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use capplan::catalog::{Dtype, MemoryOptions};
+use capplan::catalog::{Dtype, MemoryOptions, Parallelism, PdSplit};
 use capplan::catalog::{EngineProfile, DEFAULT_ENGINE};
 use capplan::plan::compare::{parse_inventory, CompareOptions};
 use capplan::plan::cost::CostAssumptions;
@@ -86,7 +86,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Sources to score (comma-separated): silicon, nim, blis, static-batch [default: all]
+    /// Sources to score (comma-separated): silicon, silicon-moe, nim, blis, static-batch [default: all]
     #[arg(long, value_delimiter = ',', value_name = "NAME")]
     pub source: Vec<String>,
     /// Only rows served by these engines (comma-separated): vllm, sglang, trtllm, tgi
@@ -395,9 +395,39 @@ pub struct LayoutArgs {
     pub card: String,
     #[arg(long, default_value_t = 1)]
     pub tp: u32,
-    /// Node shape whose link the instance uses [default: the card's own link]
+    #[command(flatten)]
+    pub parallel: ParallelFlags,
+    /// Node shape whose link the instance uses [default: the card's own link, and the
+    /// catalog's largest node of the card for an instance that spans nodes]
     #[arg(long)]
     pub node: Option<String>,
+}
+
+/// The layout beyond tensor parallelism (mixture-of-experts models and multi-node instances).
+#[derive(Debug, Args, Clone, Copy)]
+pub struct ParallelFlags {
+    /// Pipeline stages (the layers cut into PP groups of --tp × --attention-dp cards each)
+    #[arg(long, default_value_t = 1, value_name = "PP")]
+    pub pp: u32,
+    /// Expert-parallel ranks: the routed experts spread whole over EP of a stage's cards
+    #[arg(long, default_value_t = 1, value_name = "EP")]
+    pub ep: u32,
+    /// Attention data-parallel replicas, each --tp cards wide with its own batch and KV cache,
+    /// sharing the experts
+    #[arg(long, default_value_t = 1, value_name = "DP")]
+    pub attention_dp: u32,
+}
+
+impl ParallelFlags {
+    /// The layout with tensor-parallel width `tp`.
+    pub fn with_tp(&self, tp: u32) -> Parallelism {
+        Parallelism {
+            tp,
+            pp: self.pp,
+            dp: self.attention_dp,
+            ep: self.ep,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -443,6 +473,10 @@ pub struct PredictArgs {
     /// Instances per node, to print users per node
     #[arg(long, default_value_t = 1)]
     pub instances_per_node: u32,
+    /// The disaggregated deployment shown beside the prediction: this many prefill and
+    /// decode workers (e.g. 1:3) [default: the split with the most users per card]
+    #[arg(long, value_parser = parse_input::<PdSplit>, value_name = "P:D")]
+    pub pd: Option<PdSplit>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// Think time between a response and the user's next request: 0s, 2s, 1s..3s, exp:2s
@@ -778,6 +812,8 @@ pub struct MemoryArgs {
     pub card: String,
     #[arg(long, default_value_t = 1)]
     pub tp: u32,
+    #[command(flatten)]
+    pub parallel: ParallelFlags,
     #[command(flatten)]
     pub memory: MemoryFlags,
 }

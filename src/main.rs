@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use capplan::catalog::{memory_fit, Catalog, EngineProfile, MemoryOptions, DEFAULT_ENGINE};
+use capplan::catalog::{memory_fit_layout, Catalog, EngineProfile, MemoryOptions, DEFAULT_ENGINE};
 use capplan::plan::compare::{CompareOptions, CompareReport, ScenarioName};
 use capplan::probe::redact::was_redacted;
 use capplan::probe::run::{load_config, run_probe, ProbeConfig, RunFolder, Target};
@@ -17,7 +17,7 @@ use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
 use capplan::sim::calibration_file::Calibrations;
 use capplan::sim::engine::EngineOptions;
-use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layout};
+use capplan::sim::predict::{engine_for, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
 use capplan::{plan, report};
@@ -52,7 +52,9 @@ fn print<R: Report>(report: &R, cli: &Cli) -> anyhow::Result<()> {
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     // Rebuilding the operator tables must not need the tables it rebuilds.
     if let Command::Hardware(HardwareCommand::ImportOperators { from, out }) = &cli.command {
-        commands::operators::run(from, out)?;
+        // The shapes of the built-in models (whatever a local catalog folder holds).
+        let models = Catalog::shipped()?;
+        commands::operators::run(from, out, &models)?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Command::Completions { shell } = &cli.command {
@@ -141,23 +143,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 engine,
                 &calibrations(cli)?,
             )?;
-            let request = args.request(engine, layout.card)?;
-            let predicted = match &args.rate {
-                Some(rates) => predict_rate(&layout, &calibration, &request, rates),
-                None => predict(&layout, &calibration, &request),
-            };
-            let mut prediction = predicted.map_err(|rejected| {
-                capplan::InputError::value(format!("cannot predict: {rejected}"))
-            })?;
-            prediction.instances_per_node = args.instances_per_node;
-            if prediction.rate_star.is_none() {
-                prediction.band = capplan::catalog::band::c_star_range(
-                    &catalog.bands,
-                    &prediction.calibration.engine,
-                    &prediction.basis,
-                    f64::from(prediction.c_star),
-                );
-            }
+            let prediction = commands::predict::run(&catalog, args, &layout, &calibration)?;
             print(&prediction, cli)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -170,6 +156,14 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 profile,
                 &calibrations(cli)?,
             )?;
+            if layout.parallel.pp > 1 {
+                return Err(capplan::InputError::value(format!(
+                    "--pp {}: capplan serve runs one engine and does not simulate pipeline \
+                     stages' batches in flight yet; `capplan predict` models them",
+                    layout.parallel.pp
+                ))
+                .into());
+            }
             let (engine, _) = engine_for(
                 &layout,
                 &calibration,
@@ -345,7 +339,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             let model = catalog.model(&args.model)?;
             let card = catalog.card(&args.card)?;
             let options = args.memory.options();
-            match memory_fit(model, card, args.tp, &options) {
+            let parallel = args.parallel.with_tp(args.tp);
+            match memory_fit_layout(model, card, &parallel, &options) {
                 Ok(fit) => {
                     print(&MemoryReport { fits: true, fit }, cli)?;
                     Ok(ExitCode::SUCCESS)
@@ -375,6 +370,9 @@ async fn start_simulator(
         card,
         interconnect: config.layout.interconnect.clone(),
         tp: config.layout.tp,
+        parallel: capplan::catalog::Parallelism::tensor(config.layout.tp),
+        domain_cards: config.layout.tp.max(8),
+        scale_out_gbs: None,
         memory: MemoryOptions {
             memory_utilization: profile.memory_utilization,
             ..MemoryOptions::default()
@@ -503,8 +501,9 @@ fn resolve_layout<'a>(
 ) -> anyhow::Result<(Layout<'a>, Calibration)> {
     let model = catalog.model(&args.model)?;
     let card = catalog.card(&args.card)?;
-    let interconnect = match args.node.as_deref() {
-        None => card.interconnect.clone(),
+    let parallel = args.parallel.with_tp(args.tp);
+    let node = match args.node.as_deref() {
+        None => None,
         Some(name) => {
             let node = catalog.node(name)?;
             if node.card != card.name {
@@ -514,17 +513,26 @@ fn resolve_layout<'a>(
                 ))
                 .into());
             }
-            node.interconnect.clone()
+            Some(node)
         }
     };
+    let interconnect = node.map_or_else(|| card.interconnect.clone(), |n| n.interconnect.clone());
+    // An instance wider than one node needs a node shape's domain and network: the largest
+    // node of the card on its own link.
+    let node = node.or_else(|| {
+        catalog
+            .nodes
+            .iter()
+            .filter(|n| n.card == card.name && n.interconnect == card.interconnect)
+            .max_by_key(|n| n.cards_per_node)
+    });
     let calibration = calibrations.for_engine(card, &interconnect, engine, &catalog.operators);
     let layout = Layout {
-        model,
-        card,
         interconnect,
-        tp: args.tp,
         memory: memory.options_for(engine),
-    };
+        ..Layout::on_card(model, card, args.tp)
+    }
+    .with_parallel(parallel, node);
     Ok((layout, calibration))
 }
 

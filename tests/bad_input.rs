@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{capplan, capplan_in, scratch};
+use common::{capplan, capplan_in, predict_r1, scratch};
 
 fn assert_input_error(run: &common::Run, mentions: &[&str]) {
     assert_eq!(
@@ -298,4 +298,39 @@ fn a_malformed_operator_table_names_its_file_and_line() {
     let run = capplan(&["--hardware", hardware, "hardware", "list", "engines"]);
     assert_input_error(&run, &["engines.toml:2", "max_running"]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A layout that does not divide the model, or a prefill:decode split with an empty pool:
+/// exit 2, naming the axis and the model's size.
+#[test]
+fn layouts_that_do_not_divide_the_model() {
+    assert_input_error(
+        &predict_r1(&["--tp", "8", "--ep", "512"]),
+        &["ep 512", "256 experts"],
+    );
+    assert_input_error(
+        &predict_r1(&["--tp", "1", "--attention-dp", "8", "--ep", "3"]),
+        &["ep 3"],
+    );
+    assert_input_error(&predict_r1(&["--pp", "62"]), &["pp 62", "61 layers"]);
+    assert_input_error(
+        &predict_8b(&[], "H100-SXM", &["--tpot", "30ms", "--pd", "0:3"]),
+        &["0P:3D"],
+    );
+    assert_input_error(
+        &predict_8b(&[], "H100-SXM", &["--attention-dp", "2"]),
+        &["attention dp 2", "dense"],
+    );
+    let run = capplan(&[
+        "memory",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--ep",
+        "8",
+        "--tp",
+        "8",
+    ]);
+    assert_input_error(&run, &["ep 8", "dense"]);
 }

@@ -4,7 +4,7 @@ mod common;
 
 use common::{capplan, capplan_in, json, scratch};
 
-const REQUIRED_CARDS: [&str; 18] = [
+const REQUIRED_CARDS: [&str; 25] = [
     "P40",
     "T4",
     "V100-32G-SXM2",
@@ -23,6 +23,13 @@ const REQUIRED_CARDS: [&str; 18] = [
     "B200",
     "MI300X",
     "910B4",
+    "B300",
+    "GB200",
+    "GB300",
+    "MI325X",
+    "MI355X",
+    "Gaudi3",
+    "RTX-PRO-6000",
 ];
 
 const REQUIRED_MODELS: [&str; 14] = [
@@ -77,6 +84,46 @@ fn the_catalog_lists_every_required_card_and_model_with_a_source() {
                 node["name"]
             );
         }
+    }
+}
+
+#[test]
+fn the_2025_systems_are_listed_with_their_scale_out_networks() {
+    let run = capplan(&["hardware", "list", "nodes", "--format", "json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let nodes = json(&run)["nodes"].as_array().unwrap().clone();
+    let node = |name: &str| {
+        nodes
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("node {name} missing"))
+            .clone()
+    };
+    for (name, card, cards, scale_out) in [
+        ("8xB300", "B300", 8, 100.0),
+        ("GB200-NVL72", "GB200", 72, 50.0),
+        ("GB300-NVL72", "GB300", 72, 100.0),
+        ("8xMI325X", "MI325X", 8, 50.0),
+        ("8xMI355X", "MI355X", 8, 50.0),
+        ("8xGaudi3", "Gaudi3", 8, 75.0),
+        ("8xRTX-PRO-6000", "RTX-PRO-6000", 8, 50.0),
+        ("8xH100-SXM", "H100-SXM", 8, 50.0),
+        ("8xA100-80G-SXM", "A100-80G-SXM", 8, 25.0),
+    ] {
+        let n = node(name);
+        assert_eq!(n["card"], card, "{name}");
+        assert_eq!(n["cards_per_node"], cards, "{name}");
+        assert_eq!(n["scale_out_gbs_per_card"], scale_out, "{name}");
+        assert!(n["scale_out"].as_str().is_some(), "{name}");
+    }
+    assert_eq!(node("GB200-NVL72")["topology"], "nvlink-switch-72");
+    // The table shows the scale-out column.
+    let run = capplan(&["hardware", "list", "nodes"]);
+    assert!(run.stdout.contains("scale-out"), "{}", run.stdout);
+    // The Blackwell cards name their measured operator tables.
+    for (card, system) in [("B300", "b300_sxm"), ("GB200", "gb200"), ("GB300", "gb300")] {
+        let shown = json(&capplan(&["hardware", "show", card, "--format", "json"]));
+        assert_eq!(shown["operators"], system, "{card}");
     }
 }
 
@@ -140,6 +187,26 @@ fn memory_reports_the_fit() {
     let fit = json(&run);
     assert_eq!(fit["kv_tokens"], 0);
     assert!((fit["weights_gb"].as_f64().unwrap() - 0.1104).abs() < 0.001);
+    // A 70B model in 16 bits (141 GB) fits on one 288 GB Blackwell Ultra, not on one H200.
+    let one_card = |card: &str| {
+        capplan(&[
+            "memory",
+            "--model",
+            "llama-3.1-70b",
+            "--card",
+            card,
+            "--tp",
+            "1",
+            "--format",
+            "json",
+        ])
+    };
+    let run = one_card("B300");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(json(&run)["fits"], true);
+    let run = one_card("H200");
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("does not fit"), "{}", run.stderr);
 }
 
 #[test]

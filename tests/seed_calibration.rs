@@ -74,12 +74,14 @@ fn memory() -> MemoryOptions {
 }
 
 fn layout<'a>(catalog: &'a Catalog, point: &Point) -> Layout<'a> {
+    let (model, card) = (
+        catalog.model(point.0).unwrap(),
+        catalog.card(point.1).unwrap(),
+    );
     Layout {
-        model: catalog.model(point.0).unwrap(),
-        card: catalog.card(point.1).unwrap(),
         interconnect: point.3.to_string(),
-        tp: point.2,
         memory: memory(),
+        ..Layout::on_card(model, card, point.2)
     }
 }
 

@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorBand {
+    /// The models its sweeps measured: `dense` or `mixture of experts` (their step times rest
+    /// on different tables and their errors differ; see [`model_class`]).
+    #[serde(default = "dense")]
+    pub models: String,
     /// Engine profile name.
     pub engine: String,
     /// `measured operators` or `roofline`.
@@ -36,6 +40,23 @@ pub struct CStarRange {
     pub basis: String,
 }
 
+fn dense() -> String {
+    DENSE.into()
+}
+
+/// The model classes bands are kept per.
+pub const DENSE: &str = "dense";
+pub const MIXTURE: &str = "mixture of experts";
+
+/// The band class of `model`.
+pub fn model_class(model: &crate::catalog::Model) -> &'static str {
+    if model.experts.is_some_and(|e| e > 1) {
+        MIXTURE
+    } else {
+        DENSE
+    }
+}
+
 /// The class of a prediction's step-time basis that bands are kept per: `measured operators`
 /// or `roofline`.
 pub fn basis_class(basis: &str) -> &'static str {
@@ -46,15 +67,31 @@ pub fn basis_class(basis: &str) -> &'static str {
     }
 }
 
-/// The range of a prediction of `c_star` users by `engine` on `basis`, if any band applies.
+/// The range of a prediction of `c_star` users of a `models`-class model by `engine` on
+/// `basis`, if any band applies: the class's own bands first, else the other class's (said).
 pub fn c_star_range(
     bands: &[ErrorBand],
+    models: &str,
     engine: &str,
     basis: &str,
     c_star: f64,
 ) -> Option<CStarRange> {
-    band_for(bands, engine, basis_class(basis))
-        .map(|(band, why)| band.range(c_star, why.as_deref()))
+    let own: Vec<ErrorBand> = bands
+        .iter()
+        .filter(|b| b.models == models)
+        .cloned()
+        .collect();
+    if let Some((band, why)) = band_for(&own, engine, basis_class(basis)) {
+        return Some(band.range(c_star, why.as_deref()));
+    }
+    band_for(bands, engine, basis_class(basis)).map(|(band, why)| {
+        let why = format!(
+            "no {models} C* errors measured: the {} models' band{}",
+            band.models,
+            why.map(|w| format!(" ({w})")).unwrap_or_default()
+        );
+        band.range(c_star, Some(&why))
+    })
 }
 
 /// The band for `engine` predictions resting on `basis`: the exact one, else the engine's
@@ -141,6 +178,7 @@ mod tests {
 
     fn band(engine: &str, basis: &str, low: f64, high: f64) -> ErrorBand {
         ErrorBand {
+            models: DENSE.into(),
             engine: engine.into(),
             basis: basis.into(),
             n: 10,

@@ -24,7 +24,8 @@ pub struct Card {
     pub fp4_tflops: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub int8_tops: Option<f64>,
-    /// The card-to-card link of its usual deployment: nvlink, pcie, infinity-fabric, hccs.
+    /// The card-to-card link of its usual deployment: nvlink, pcie, infinity-fabric, hccs, roce
+    /// (Ethernet ports on the accelerator, as on Intel Gaudi).
     pub interconnect: String,
     /// Card-to-card bandwidth per card as the vendor quotes it (both directions), GB/s.
     pub link_bandwidth_gbs: f64,

@@ -393,6 +393,9 @@ fn check_node(node: &mut Node, cards: &[Card], source: &Source) -> Result<(), In
             ),
         )
     })?;
+    if let Some(gbs) = node.scale_out_gbs_per_card {
+        positive(gbs, "scale_out_gbs_per_card", &node.name, source)?;
+    }
     node.card = card.name.clone();
     Ok(())
 }
@@ -409,6 +412,95 @@ mod tests {
         for node in &catalog.nodes {
             assert!(find(&catalog.cards, &node.card).is_some(), "{}", node.name);
         }
+    }
+
+    /// The nodes bought as building blocks of multi-node clusters — boxes of SXM or OAM
+    /// modules, racks of superchips — say how fast they reach other nodes, and every node
+    /// either has that figure or a comment in nodes.toml saying why not.
+    #[test]
+    fn every_node_states_its_scale_out_network() {
+        let catalog = Catalog::shipped().unwrap();
+        for node in &catalog.nodes {
+            let card = find(&catalog.cards, &node.card).unwrap();
+            let building_block = node.cards_per_node > 1
+                && ["sxm", "oam", "superchip"].contains(&card.form_factor.as_str());
+            if building_block {
+                assert!(
+                    node.scale_out_gbs_per_card.is_some(),
+                    "{} is sold as a cluster building block but has no scale_out_gbs_per_card",
+                    node.name
+                );
+            }
+            if let Some(gbs) = node.scale_out_gbs_per_card {
+                assert!(
+                    node.scale_out.as_deref().is_some_and(|s| s.len() > 5),
+                    "{}: name the scale-out network",
+                    node.name
+                );
+                // One direction, GB/s: no NIC sold gives a card more than 1.6 Tb/s, and the
+                // network out of a node is slower than the link between its cards (a figure in
+                // Gb/s, or both directions, would break one of these).
+                assert!(gbs <= 200.0, "{}: {gbs} GB/s per card", node.name);
+                if node.interconnect != "none" {
+                    assert!(
+                        2.0 * gbs < card.link_bandwidth_gbs,
+                        "{}: scale-out {gbs} GB/s per direction vs card link {} GB/s",
+                        node.name,
+                        card.link_bandwidth_gbs
+                    );
+                }
+            }
+        }
+        for block in SHIPPED_NODES.split("[[node]]").skip(1) {
+            let name = block
+                .lines()
+                .find_map(|line| line.strip_prefix("name = "))
+                .unwrap_or_default();
+            assert!(
+                block.contains("\nscale_out_gbs_per_card = ")
+                    || block.contains("# scale_out_gbs_per_card: "),
+                "node {name}: give scale_out_gbs_per_card or a comment saying why not"
+            );
+        }
+    }
+
+    #[test]
+    fn card_names_and_aliases_are_unambiguous() {
+        let catalog = Catalog::shipped().unwrap();
+        let mut seen: Vec<(String, &str)> = Vec::new();
+        for card in &catalog.cards {
+            for key in std::iter::once(&card.name)
+                .chain(&card.aliases)
+                .map(|n| normalize(n))
+            {
+                if let Some((_, other)) = seen.iter().find(|(k, c)| *k == key && *c != card.name) {
+                    panic!("'{key}' names both {other} and {}", card.name);
+                }
+                seen.push((key, &card.name));
+            }
+        }
+    }
+
+    /// A card that names measured operator timings has them under every engine profile.
+    #[test]
+    fn cards_name_operator_tables_that_ship() {
+        let catalog = Catalog::shipped().unwrap();
+        let mut named = 0;
+        for card in &catalog.cards {
+            let Some(system) = card.operators.as_deref() else {
+                continue;
+            };
+            named += 1;
+            for engine in &catalog.engines {
+                assert!(
+                    catalog.operators.get(system, &engine.operators).is_some(),
+                    "{}: no {system}/{}.csv",
+                    card.name,
+                    engine.operators
+                );
+            }
+        }
+        assert!(named >= 8, "{named} cards with operator tables");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Card, Dtype, Model, GIB};
+use super::{Card, Dtype, Model, Parallelism, GIB};
 
 /// Knobs of the memory fit; the defaults are what vLLM-like engines do out of the box.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -48,6 +48,8 @@ pub struct MemoryFit {
     pub model: String,
     pub card: String,
     pub tp: u32,
+    /// The whole layout (`tp` is its tensor-parallel width).
+    pub parallel: Parallelism,
     pub dtype: Dtype,
     /// The routed experts' format: `dtype`, or the checkpoint's own for its experts
     /// (gpt-oss's MXFP4) when no other format was asked for.
@@ -65,7 +67,7 @@ pub struct MemoryFit {
     pub kv_gib_per_card: f64,
     pub kv_bytes_per_token: f64,
     pub kv_bytes_per_token_per_card: f64,
-    /// Tokens of KV cache the whole instance holds.
+    /// Tokens of KV cache the whole instance holds (all attention replicas together).
     pub kv_tokens: u64,
     pub context_tokens: u32,
 }
@@ -107,14 +109,30 @@ pub fn tp_problem(model: &Model, tp: u32) -> Option<String> {
     None
 }
 
-/// Fits `model` on `tp` cards of `card`, or says why it does not fit.
+/// Fits `model` on `tp` cards of `card` (tensor parallelism alone), or says why it does not fit.
 pub fn memory_fit(
     model: &Model,
     card: &Card,
     tp: u32,
     options: &MemoryOptions,
 ) -> Result<MemoryFit, LayoutRejected> {
-    if let Some(reason) = tp_problem(model, tp) {
+    memory_fit_layout(model, card, &Parallelism::tensor(tp), options)
+}
+
+/// Fits `model` on the cards of `parallel`, or says why it does not fit. The attention, the
+/// dense layers and the embeddings are split over `tp` and replicated over the attention
+/// replicas; the routed experts are split over every card of a stage (`ep` by expert, the
+/// rest inside each expert); pipeline stages hold `1/pp` of everything, KV cache included.
+/// Each attention replica keeps its own KV cache, so the instance holds `dp` times what one
+/// replica's cards hold, and every replica must hold one whole sequence.
+pub fn memory_fit_layout(
+    model: &Model,
+    card: &Card,
+    parallel: &Parallelism,
+    options: &MemoryOptions,
+) -> Result<MemoryFit, LayoutRejected> {
+    let tp = parallel.tp;
+    if let Some(reason) = tp_problem(model, tp).or_else(|| parallel.problem(model)) {
         return Err(LayoutRejected { reason });
     }
     let dtype = match options.dtype {
@@ -129,13 +147,17 @@ pub fn memory_fit(
         _ => dtype,
     };
     let experts = model.routed_expert_params().min(model.params());
-    let weights = (model.params() - experts) * dtype.bytes() + experts * expert_dtype.bytes();
+    let shared_bytes = (model.params() - experts) * dtype.bytes();
+    let expert_bytes = experts * expert_dtype.bytes();
+    let weights = shared_bytes + expert_bytes;
     let format = if expert_dtype == dtype || experts == 0.0 {
         dtype.to_string()
     } else {
         format!("{dtype}, experts {expert_dtype}")
     };
-    let weights_per_card = weights / f64::from(tp);
+    let pp = f64::from(parallel.pp);
+    let weights_per_card =
+        (shared_bytes / f64::from(tp) + expert_bytes / f64::from(parallel.stage_cards())) / pp;
     let usable = card.memory_bytes() * options.memory_utilization;
     let reserve = options.reserve_gib * GIB;
     let kv_budget = usable - weights_per_card - reserve;
@@ -145,19 +167,23 @@ pub fn memory_fit(
         .unwrap_or_else(|| model.default_context());
     let (kv_per_token, kv_per_token_per_card) =
         model.kv_bytes_per_token(kv_dtype.bytes(), tp, context_tokens);
+    let kv_per_token_per_card = kv_per_token_per_card / pp;
     // A model without a KV cache (an image classifier) needs room for its weights only.
-    let kv_tokens = if kv_per_token_per_card == 0.0 {
+    let replica_tokens = if kv_per_token_per_card == 0.0 {
         0
     } else if kv_budget > 0.0 {
         (kv_budget / kv_per_token_per_card).floor() as u64
     } else {
         0
     };
+    let kv_tokens = replica_tokens * u64::from(parallel.dp);
+    let cards = parallel.cards();
 
     let fit = MemoryFit {
         model: model.name.clone(),
         card: card.name.clone(),
         tp,
+        parallel: *parallel,
         dtype,
         expert_dtype,
         kv_dtype,
@@ -175,28 +201,44 @@ pub fn memory_fit(
         context_tokens,
     };
 
+    // Plain tensor parallelism reads as before ("at tp 4"); other layouts name themselves.
+    let at = if parallel.is_tensor_only() {
+        format!("tp {tp}")
+    } else {
+        parallel.to_string()
+    };
     if kv_budget <= 0.0 {
         return Err(LayoutRejected {
             reason: format!(
-                "{} ({format}) needs {:.1} GB of weights, {:.1} GiB per card at tp {tp}, plus {:.1} GiB reserve; \
-                 {tp} × {} have {:.0} GiB, {:.1} GiB usable per card at memory utilisation {:.2}",
+                "{} ({format}) needs {:.1} GB of weights, {:.1} GiB per card at {at}, plus {:.1} GiB reserve; \
+                 {cards} × {} have {:.0} GiB, {:.1} GiB usable per card at memory utilisation {:.2}",
                 model.name,
                 fit.weights_gb,
                 fit.weights_gib_per_card,
                 fit.reserve_gib,
                 card.name,
-                card.memory_gib * f64::from(tp),
+                card.memory_gib * f64::from(cards),
                 fit.usable_gib_per_card,
                 fit.memory_utilization,
             ),
         });
     }
-    if model.generates_text() && kv_tokens < u64::from(context_tokens) {
+    if model.generates_text() && replica_tokens < u64::from(context_tokens) {
+        let on = if parallel.is_tensor_only() {
+            format!("{tp} × {}", card.name)
+        } else {
+            format!("{cards} × {} ({parallel})", card.name)
+        };
+        let per = if parallel.dp > 1 {
+            " per attention replica"
+        } else {
+            ""
+        };
         return Err(LayoutRejected {
             reason: format!(
-                "{} ({format}) on {tp} × {} leaves {:.2} GiB per card for KV cache: {kv_tokens} tokens, \
+                "{} ({format}) on {on} leaves {:.2} GiB per card for KV cache: {replica_tokens} tokens{per}, \
                  less than one {context_tokens}-token sequence",
-                model.name, card.name, fit.kv_gib_per_card,
+                model.name, fit.kv_gib_per_card,
             ),
         });
     }
@@ -413,7 +455,9 @@ mod tests {
     /// quantisation) on a layout that fits and one that does not, with the figures their
     /// publishers give: DeepSeek-R1's FP8 weights need more than one node of eight 80 GB
     /// H100s and fit on eight H200s; gpt-oss-120b runs on one 80 GB card and gpt-oss-20b in
-    /// 16 GB; Qwen3-235B-A22B in BF16 needs eight H100s.
+    /// 16 GB; Qwen3-235B-A22B in BF16 needs eight H100s; MiniMax-M2.5's FP8 weights run on four
+    /// 96 GB cards (and on two B200s, as AIConfigurator collected them); Kimi-K2.5 runs on one
+    /// node of eight H200s at its full context (below).
     #[test]
     fn the_2025_models_fit_where_their_publishers_say() {
         let catalog = crate::catalog::Catalog::shipped().unwrap();
@@ -437,6 +481,8 @@ mod tests {
             ("llama-4-scout", ("H100-SXM", 4), ("H100-SXM", 2)),
             ("llama-4-maverick", ("H200", 8), ("H100-SXM", 8)),
             ("glm-4.7", ("H200", 8), ("H100-SXM", 8)),
+            ("minimax-m2.5", ("RTX-PRO-6000", 4), ("RTX-PRO-6000", 2)),
+            ("minimax-m2.5", ("B200", 2), ("B200", 1)),
         ];
         for (model, (card, tp), (small, small_tp)) in cases {
             let ok = fit(model, card, tp);
@@ -459,6 +505,56 @@ mod tests {
         let full = 36.0 * 2.0 * 8.0 * 64.0 * 2.0;
         let expected = full / 2.0 + full / 2.0 * 128.0 / 4096.0;
         assert!((oss.kv_bytes_per_token - expected).abs() < 1e-6);
+        // MiniMax-M2.5: 62 layers × 8 KV heads × 128 × K and V × 2 bytes, the guide's "240 GB
+        // per 1 M tokens" (254 GB, 236.5 GiB); on four 96 GB cards its guide counts 400 K
+        // tokens of KV, where the fit's 1 GiB reserve for activations leaves somewhat more.
+        let minimax = fit("minimax-m2.5", "RTX-PRO-6000", 4).unwrap();
+        assert_eq!(minimax.kv_bytes_per_token, 62.0 * 8.0 * 128.0 * 2.0 * 2.0);
+        assert_eq!(
+            minimax.kv_bytes_per_token_per_card,
+            minimax.kv_bytes_per_token / 4.0
+        );
+        assert!(
+            (minimax.weights_gb - 230.0).abs() < 0.5,
+            "{}",
+            minimax.weights_gb
+        );
+        assert!(
+            (400_000..600_000).contains(&minimax.kv_tokens),
+            "{}",
+            minimax.kv_tokens
+        );
+        // Kimi-K2.5: BF16 except its INT4 experts — 1014.7 B expert weights at 4 bits and
+        // 12.1 B at 16: 532 GB, under the checkpoint's ~595 GB (the experts' BF16 scale per
+        // 32 weights is not counted). Its guide serves it on one H200 node at TP 8, vLLM's
+        // context then the model's 256 K tokens: that sequence's latent cache (17 GiB on every
+        // card) fits there beside the weights, not on half the node nor on eight 80 GB cards.
+        // (At the default 4 K context the 4-bit count would let half the node through.)
+        let kimi = fit("kimi-k2.5", "H200", 8).unwrap();
+        assert_eq!(kimi.dtype, Dtype::Bf16);
+        assert_eq!(kimi.expert_dtype, Dtype::Int4);
+        assert!(
+            (525.0..540.0).contains(&kimi.weights_gb),
+            "{}",
+            kimi.weights_gb
+        );
+        assert_eq!(kimi.kv_bytes_per_token, 61.0 * 576.0 * 2.0);
+        let long = |card: &str, tp: u32| {
+            memory_fit(
+                catalog.model("kimi-k2.5").unwrap(),
+                catalog.card(card).unwrap(),
+                tp,
+                &MemoryOptions {
+                    context_tokens: Some(262_144),
+                    ..MemoryOptions::default()
+                },
+            )
+        };
+        assert!(long("H200", 8).is_ok(), "{:?}", long("H200", 8));
+        for (card, tp) in [("H200", 4), ("H100-SXM", 8)] {
+            let no = long(card, tp);
+            assert!(no.is_err(), "kimi-k2.5 at 256 K on {tp} × {card}: {no:?}");
+        }
         // Asked for another format, the experts take it too.
         let bf16 = memory_fit(
             catalog.model("gpt-oss-120b").unwrap(),
@@ -474,6 +570,67 @@ mod tests {
             (bf16.weights_gb - 2.0 * 116.8).abs() < 0.5,
             "{}",
             bf16.weights_gb
+        );
+    }
+
+    /// Expert parallelism spreads only the experts, attention replicas each keep their own
+    /// KV cache, pipeline stages hold a share of everything: DeepSeek-R1 (FP8, latent KV on
+    /// every card) on eight H200s, worked through by hand.
+    #[test]
+    fn layouts_split_weights_and_cache_by_axis() {
+        let catalog = crate::catalog::Catalog::shipped().unwrap();
+        let r1 = catalog.model("deepseek-r1").unwrap();
+        let h200 = catalog.card("H200").unwrap();
+        let fit = |parallel: Parallelism| {
+            memory_fit_layout(r1, h200, &parallel, &MemoryOptions::default()).unwrap()
+        };
+        let tp8 = fit(Parallelism::tensor(8));
+        let ep8 = fit(Parallelism {
+            ep: 8,
+            ..Parallelism::tensor(8)
+        });
+        let dp8 = fit(Parallelism {
+            tp: 1,
+            pp: 1,
+            dp: 8,
+            ep: 8,
+        });
+        // TP8 and TP8 EP8 put the same bytes on each card (EP only regroups the experts).
+        assert!((tp8.weights_gib_per_card - ep8.weights_gib_per_card).abs() < 1e-9);
+        // Attention data parallelism replicates the non-expert weights on every card.
+        let experts = r1.routed_expert_params();
+        let shared_gib = (r1.params() - experts) * tp8.dtype.bytes() / GIB;
+        let expected = shared_gib + experts * tp8.expert_dtype.bytes() / GIB / 8.0;
+        assert!((dp8.weights_gib_per_card - expected).abs() < 1e-6);
+        assert!(dp8.weights_gib_per_card > tp8.weights_gib_per_card);
+        // Latent KV is one copy per card whatever the tp: eight replicas hold eight caches,
+        // each a little smaller (more weight per card), so ~8 × TP8's tokens.
+        let ratio = dp8.kv_tokens as f64 / tp8.kv_tokens as f64;
+        let per_card = dp8.kv_gib_per_card / tp8.kv_gib_per_card;
+        assert!(
+            (ratio - 8.0 * per_card).abs() < 0.01,
+            "{ratio} vs {per_card}"
+        );
+        // Two pipeline stages of TP8 over 16 H100s: half the weights and half the KV per
+        // card and token.
+        let h100 = catalog.card("H100-SXM").unwrap();
+        let pp2 = memory_fit_layout(
+            r1,
+            h100,
+            &Parallelism {
+                pp: 2,
+                ..Parallelism::tensor(8)
+            },
+            &MemoryOptions::default(),
+        )
+        .unwrap();
+        let whole = pp2.weights_gib * GIB / GIB;
+        assert!((pp2.weights_gib_per_card - whole / 16.0).abs() < 1e-6);
+        assert!((pp2.kv_bytes_per_token_per_card - pp2.kv_bytes_per_token / 2.0).abs() < 1e-9);
+        // One stage alone does not fit eight H100s.
+        assert!(
+            memory_fit_layout(r1, h100, &Parallelism::tensor(8), &MemoryOptions::default())
+                .is_err()
         );
     }
 }

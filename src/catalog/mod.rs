@@ -10,6 +10,7 @@ pub mod model;
 pub mod names;
 pub mod node;
 pub mod operators;
+pub mod parallelism;
 
 pub use card::{Card, EfficiencyOverrides};
 pub use dtype::Dtype;
@@ -17,9 +18,10 @@ pub use engine::{
     ActivationScales, Admission, EngineProfile, KvReservation, LargeCardDefaults, StepMix,
     DEFAULT_ENGINE,
 };
-pub use memory::{memory_fit, MemoryFit, MemoryOptions};
+pub use memory::{memory_fit, memory_fit_layout, MemoryFit, MemoryOptions};
 pub use model::Model;
 pub use node::Node;
+pub use parallelism::{Parallelism, PdSplit};
 
 use crate::error::InputError;
 

@@ -3,13 +3,19 @@
 use serde::{Deserialize, Serialize};
 
 /// A server with `cards_per_node` cards of one kind. Prices are editable estimates.
+///
+/// Two networks: `interconnect` links the node's own cards (NVLink, Infinity Fabric, PCIe, …;
+/// its bandwidth per card is the card's `link_bandwidth_gbs`), and the scale-out network
+/// (`scale_out`, `scale_out_gbs_per_card`) links this node to other nodes — InfiniBand, RoCE
+/// or Ethernet NICs, or ports built into the accelerator. A rack-scale node (GB200 NVL72) is
+/// one NVLink domain of 72 cards and its scale-out network links racks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
     pub name: String,
     pub card: String,
     pub cards_per_node: u32,
-    /// The link between this node's cards: nvlink, pcie, infinity-fabric, hccs, none.
+    /// The link between this node's cards: nvlink, pcie, infinity-fabric, hccs, roce, none.
     pub interconnect: String,
     pub topology: String,
     /// Power beyond the cards (CPUs, memory, NICs, fans, switches), W.
@@ -23,6 +29,14 @@ pub struct Node {
     pub cloud_usd_per_hour: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate_note: Option<String>,
+    /// The node's network to other nodes, per card, ONE direction, GB/s (10^9 B/s): one
+    /// 400 Gb/s NIC per GPU is 50, one 800 Gb/s NIC per GPU is 100; NICs shared by the cards
+    /// count their share. Absent where unknown (the catalog says why beside the entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_out_gbs_per_card: Option<f64>,
+    /// What that network is, e.g. "InfiniBand NDR 400G per GPU (ConnectX-7)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_out: Option<String>,
     pub source: String,
 }
 

@@ -3,4 +3,5 @@
 
 pub mod completions;
 pub mod operators;
+pub mod predict;
 pub mod validate;

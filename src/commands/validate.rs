@@ -10,7 +10,7 @@ use capplan::validate::{
 use crate::cli::ValidateArgs;
 
 /// The sources `validate` knows, in the order it prints them.
-pub const SOURCES: [&str; 4] = ["silicon", "nim", "blis", "static-batch"];
+pub const SOURCES: [&str; 5] = ["silicon", "silicon-moe", "nim", "blis", "static-batch"];
 
 /// Reads, predicts and scores the sources `args` names.
 pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationReport> {
@@ -30,6 +30,9 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     let mut sources: Vec<TableSource> = Vec::new();
     if wanted("silicon") {
         sources.push(silicon::source(catalog)?);
+    }
+    if wanted("silicon-moe") {
+        sources.push(silicon::moe_source(catalog)?);
     }
     if wanted("nim") {
         for file in &sweeps::FILES {

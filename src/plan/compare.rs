@@ -99,13 +99,14 @@ fn nodes_at(plan: &NodePlan, request: &super::SolveRequest, per_instance: f64) -
         Demand::Users(users) => users as f64,
         Demand::Rps(rps) => rps,
     };
-    let per_node = f64::from(plan.split.instances) * per_instance;
-    if per_node <= 0.0 {
+    let per_group = f64::from(plan.split.instances) * per_instance;
+    if per_group <= 0.0 {
         return u64::MAX;
     }
-    (demand * (1.0 + request.headroom) / per_node - 1e-9)
+    (demand * (1.0 + request.headroom) / per_group - 1e-9)
         .ceil()
         .max(1.0) as u64
+        * u64::from(plan.split.nodes)
         + u64::from(request.spares)
 }
 

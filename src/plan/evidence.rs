@@ -128,6 +128,7 @@ mod tests {
             instances_per_node: None,
             instances_per_card: 1,
             tp: 1,
+            parallel: crate::catalog::Parallelism::tensor(1),
             users_per_instance: 100.0,
             slo: Slo {
                 ttft_s: 1.0,

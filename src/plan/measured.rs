@@ -96,6 +96,7 @@ pub fn points_from_runs(
             instances_per_node: layout.instances_per_node,
             instances_per_card: layout.instances_per_card,
             tp: layout.tp,
+            parallel: crate::catalog::Parallelism::tensor(layout.tp),
             // A run behind which K instances share one card measured all K at once.
             users_per_instance: users / f64::from(layout.instances_per_card.max(1)),
             slo: point_slo,

@@ -2,20 +2,42 @@
 //! no measured or imported point applies. The trait keeps planning independent of how the
 //! prediction is made.
 
-use crate::catalog::{Card, Model, Node};
+use crate::catalog::{Card, Model, Node, Parallelism, PdSplit};
 use crate::store::CapacityPoint;
 use crate::workload::ThinkTime;
 
 pub trait CapacityPredictor {
-    /// A predicted capacity point for one instance of `model` on `tp` cards of `node`, at the
+    /// A predicted capacity point for one instance of `model` laid out as `parallel` on cards
+    /// of `node` (several nodes when it needs more cards than one has), at the
     /// SLO and workload the predictor was set up with; `Err` says why there is none.
     fn predict(
         &mut self,
         model: &Model,
         card: &Card,
         node: &Node,
-        tp: u32,
+        parallel: Parallelism,
     ) -> Result<CapacityPoint, String>;
+
+    /// The same layout as workers of a disaggregated deployment: the users one worker
+    /// holds (the deployment's over its workers) and the prefill:decode split chosen for the
+    /// SLO; `Err` says why there is none. By default: none.
+    fn predict_disaggregated(
+        &mut self,
+        model: &Model,
+        card: &Card,
+        node: &Node,
+        parallel: Parallelism,
+    ) -> Result<(CapacityPoint, PdSplit), String> {
+        let _ = (model, card, node, parallel);
+        Err("this predictor does not model disaggregated serving".into())
+    }
+
+    /// Predicts the disaggregated deployments of the layouts in `wanted` ahead of
+    /// [`CapacityPredictor::predict_disaggregated`] asking for them, at once. By default:
+    /// nothing ahead.
+    fn prepare_disaggregated(&mut self, wanted: &[(&Model, &Card, &Node, Parallelism)]) {
+        let _ = wanted;
+    }
 
     /// Predicts `model`'s layouts for users pausing `think` between requests instead of the
     /// think time the predictor was set up with, so that a plan counts users one way per
@@ -27,7 +49,7 @@ pub trait CapacityPredictor {
 
     /// Predicts the layouts in `wanted` ahead of [`CapacityPredictor::predict`] asking for them,
     /// so that they can run at once (a plan asks for hundreds). By default: nothing ahead.
-    fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, u32)]) {
+    fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, Parallelism)]) {
         let _ = wanted;
     }
 

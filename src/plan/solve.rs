@@ -13,13 +13,18 @@ use super::demand::{nodes_needed, Demand};
 use super::evidence::{in_demand_units, why_not_usable, DemandCapacity, SkippedPoint};
 use super::predicted::CapacityPredictor;
 use super::split::NodeSplit;
-use crate::catalog::memory::memory_fit;
+use crate::catalog::memory::memory_fit_layout;
 use crate::catalog::names::{find, suggestion};
 use crate::catalog::{Card, Catalog, MemoryOptions, Model, Node};
 use crate::error::InputError;
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
 use crate::workload::ThinkTime;
+
+/// Node shapes of each model tried as disaggregated deployments: the leading ones of the
+/// aggregated ranking (each costs two more predictions; one far down the ranking would need
+/// to more than halve its nodes to matter).
+const DISAGGREGATED_PER_MODEL: usize = 4;
 
 /// What to plan for.
 #[derive(Debug, Clone, Serialize)]
@@ -197,13 +202,13 @@ pub fn solve(
                 let Some(card) = catalog.cards.iter().find(|c| c.name == node.card) else {
                     continue;
                 };
-                for split in NodeSplit::all_for(node.cards_per_node) {
+                for split in splits_for(model, card, node, &request.memory) {
                     let measured = usable.iter().any(|p| serves(p, model, card, node, &split));
                     if split.per_card == 1
                         && !measured
-                        && memory_fit(model, &card.shared_by(1), split.tp, &request.memory).is_ok()
+                        && memory_fit_layout(model, card, &split.parallel, &request.memory).is_ok()
                     {
-                        wanted.push((*model, card, *node, split.tp));
+                        wanted.push((*model, card, *node, split.parallel));
                     }
                 }
             }
@@ -219,6 +224,50 @@ pub fn solve(
         }
         None => PredictionCorrections::default(),
     };
+
+    // The predicted winners' instances as disaggregated deployments, all at once: a first
+    // pass ranks each model's node shapes; the leading ones are tried disaggregated (two
+    // more predictions each), and the second pass plans with them.
+    let mut disaggregate: Vec<(String, String)> = Vec::new();
+    if let Some(predictor) = predictor.as_mut() {
+        let mut winners = Vec::new();
+        for model in &models {
+            let model_request = SolveRequest {
+                think_time: think_for(&model.name),
+                ..request.clone()
+            };
+            let mut ranked = Vec::new();
+            for node in &nodes {
+                let mut predictor: Option<&mut dyn CapacityPredictor> = Some(&mut **predictor);
+                if let Ok(plan) = plan_node(
+                    catalog,
+                    model,
+                    node,
+                    &usable,
+                    &model_request,
+                    demand_units,
+                    &mut Vec::new(),
+                    &mut predictor,
+                    &corrections,
+                    false,
+                ) {
+                    ranked.push(plan);
+                }
+            }
+            rank(&mut ranked);
+            for plan in ranked.iter().take(DISAGGREGATED_PER_MODEL) {
+                let node = nodes.iter().find(|n| n.name == plan.node);
+                let card = catalog.cards.iter().find(|c| c.name == plan.card);
+                if let (Some(node), Some(card)) = (node, card) {
+                    if plan.source == PointSource::Predicted && plan.split.per_card == 1 {
+                        winners.push((*model, card, *node, plan.split.parallel));
+                        disaggregate.push((model.name.clone(), node.name.clone()));
+                    }
+                }
+            }
+        }
+        predictor.prepare_disaggregated(&winners);
+    }
 
     let mut plans = Vec::new();
     let mut missing = Vec::new();
@@ -239,6 +288,7 @@ pub fn solve(
                 &mut skipped,
                 &mut predictor,
                 &corrections,
+                disaggregate.contains(&(model.name.clone(), node.name.clone())),
             ) {
                 Ok(plan) => model_plans.push(plan),
                 Err(gap) => missing.push(*gap),
@@ -477,8 +527,37 @@ fn chosen_nodes<'a>(
     Ok(nodes)
 }
 
-/// Whether `point` measured this split of `node`: same model, card, TP and cards shared, on
-/// cards linked the same way (see the module doc).
+/// The splits of `node` to plan `model` on: every single-node layout
+/// ([`NodeSplit::layouts_for`]); for a mixture of experts also one instance over two nodes
+/// (wide expert parallelism can hold more users per card); and, for a model no single node
+/// holds, instances over the fewest nodes (2, 4 or 8) that hold it.
+fn splits_for(model: &Model, card: &Card, node: &Node, memory: &MemoryOptions) -> Vec<NodeSplit> {
+    let cards = node.cards_per_node;
+    let mut splits = NodeSplit::layouts_for(model, cards);
+    let fits = |split: &NodeSplit| memory_fit_layout(model, card, &split.parallel, memory).is_ok();
+    // Only nodes built to join others (an HGX box, not a one-card cloud instance, nor a
+    // 72-card rack whose domain is already the whole instance).
+    if node.scale_out_gbs_per_card.is_none() || !(2..=16).contains(&cards) {
+        return splits;
+    }
+    let single_fits = splits.iter().any(fits);
+    let mixture = model.experts.is_some_and(|e| e > 1);
+    for nodes in [2, 4, 8] {
+        if single_fits && !(mixture && nodes == 2) {
+            break;
+        }
+        let spanning = NodeSplit::spanning(model, cards, nodes);
+        let found = spanning.iter().any(fits);
+        splits.extend(spanning);
+        if found && !single_fits {
+            break;
+        }
+    }
+    splits
+}
+
+/// Whether `point` measured this split of `node`: same model, card, layout and cards shared,
+/// on cards linked the same way (see the module doc).
 fn serves(
     point: &CapacityPoint,
     model: &Model,
@@ -489,6 +568,8 @@ fn serves(
     point.model == model.name
         && point.card == card.name
         && point.tp == split.tp
+        && point.parallel == split.parallel
+        && split.nodes == 1
         && point.instances_per_card == split.per_card
         && node.runs_like(&point.interconnect, point.tp)
 }
@@ -504,6 +585,7 @@ fn plan_node(
     skipped: &mut Vec<SkippedPoint>,
     predictor: &mut Option<&mut dyn CapacityPredictor>,
     corrections: &PredictionCorrections,
+    disaggregate: bool,
 ) -> Result<NodePlan, Box<MissingCapacity>> {
     let card = catalog
         .cards
@@ -515,7 +597,7 @@ fn plan_node(
     let mut fitting = Vec::new();
     let mut first_rejection = None;
     // Splits sharing cards between instances only where a point measured that sharing.
-    let mut splits = NodeSplit::all_for(node.cards_per_node);
+    let mut splits = splits_for(model, card, node, &request.memory);
     let mut shared: Vec<u32> = usable
         .iter()
         .filter(|p| p.model == model.name && p.card == card.name && p.instances_per_card > 1)
@@ -534,7 +616,7 @@ fn plan_node(
             .copied()
             .filter(|p| serves(p, model, card, node, &split));
         let share = card.shared_by(split.per_card);
-        if let Err(rejected) = memory_fit(model, &share, split.tp, &request.memory) {
+        if let Err(rejected) = memory_fit_layout(model, &share, &split.parallel, &request.memory) {
             for point in candidates {
                 let reason =
                     format!("the layout does not fit under the memory options asked: {rejected}");
@@ -566,7 +648,7 @@ fn plan_node(
         let chosen = match (chosen, predictor.as_mut()) {
             (Some(point), _) => Ok(point),
             (None, Some(predictor)) if split.per_card == 1 => predictor
-                .predict(model, card, node, split.tp)
+                .predict(model, card, node, split.parallel)
                 .map(|point| corrections.apply(point)),
             (None, _) => Err(String::new()),
         };
@@ -588,13 +670,14 @@ fn plan_node(
                 continue;
             }
         };
-        let users_per_node = f64::from(split.instances) * capacity.per_instance;
-        let nodes = nodes_needed(
+        // Instances spanning nodes come in whole groups of `split.nodes` nodes.
+        let groups = nodes_needed(
             demand_units,
             request.headroom,
-            users_per_node,
-            request.spares,
+            f64::from(split.instances) * capacity.per_instance,
+            0,
         );
+        let nodes = groups * u64::from(split.nodes) + u64::from(request.spares);
         outcomes.push(SplitOutcome {
             split,
             status: "planned".into(),
@@ -614,6 +697,54 @@ fn plan_node(
         };
         if better {
             best = Some((split, point, nodes, capacity));
+        }
+    }
+
+    // The predicted winner's instances as prefill and decode workers: kept when that needs
+    // fewer nodes (see `crate::sim::disagg`).
+    if let (Some((split, point, nodes, _)), Some(predictor), true) =
+        (&best, predictor.as_mut(), disaggregate)
+    {
+        if point.source == PointSource::Predicted && split.per_card == 1 {
+            let tried = predictor
+                .predict_disaggregated(model, card, node, split.parallel)
+                .map(|(point, pd)| (corrections.apply(point), pd))
+                .and_then(|(point, pd)| {
+                    let capacity =
+                        in_demand_units(&point, &request.demand, request.think_time.as_ref())?;
+                    Ok((point, pd, capacity))
+                });
+            match tried {
+                Ok((pd_point, pd, capacity)) => {
+                    let groups = nodes_needed(
+                        demand_units,
+                        request.headroom,
+                        f64::from(split.instances) * capacity.per_instance,
+                        0,
+                    );
+                    let pd_nodes = groups * u64::from(split.nodes) + u64::from(request.spares);
+                    let pd_split = split.disaggregated(pd);
+                    outcomes.push(SplitOutcome {
+                        split: pd_split,
+                        status: "planned".into(),
+                        users_per_instance: Some(capacity.per_instance),
+                        nodes: Some(pd_nodes),
+                        source: Some(pd_point.source),
+                        reason: None,
+                    });
+                    if pd_nodes < *nodes {
+                        best = Some((pd_split, pd_point, pd_nodes, capacity));
+                    }
+                }
+                Err(reason) => outcomes.push(SplitOutcome {
+                    split: *split,
+                    status: "not disaggregated".into(),
+                    users_per_instance: None,
+                    nodes: None,
+                    source: None,
+                    reason: Some(reason),
+                }),
+            }
         }
     }
 
@@ -646,7 +777,7 @@ fn plan_node(
             hint,
         }));
     };
-    let users_per_node = f64::from(split.instances) * capacity.per_instance;
+    let users_per_node = split.instances_per_node() * capacity.per_instance;
     Ok(NodePlan {
         model: model.name.clone(),
         card: card.name.clone(),

@@ -75,10 +75,9 @@ impl Report for MemoryReport {
         };
         Document {
             heading: vec![format!(
-                "{} on {} × {}: {}",
+                "{} on {}: {}",
                 fit.model,
-                fit.tp,
-                fit.card,
+                fit.parallel.on(&fit.card),
                 if self.fits { "fits" } else { "does not fit" }
             )],
             tables: vec![table],

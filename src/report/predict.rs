@@ -16,10 +16,14 @@ impl Report for Prediction {
     fn document(&self) -> Document {
         let heading = vec![
             format!(
-                "Prediction: {} on {} × {} ({}, {}), {} · {}",
+                "Prediction: {} on {}{} ({}, {}), {} · {}",
                 self.model,
-                self.tp,
-                self.card,
+                self.parallel.on(&self.card),
+                if self.nodes > 1 {
+                    format!(" over {} nodes", self.nodes)
+                } else {
+                    String::new()
+                },
                 self.interconnect,
                 self.dtype,
                 self.workload,
@@ -148,6 +152,42 @@ impl Report for Prediction {
                 ),
             ],
         };
+        match &self.disaggregated {
+            Some(Ok(pd)) => {
+                let aggregated = f64::from(self.c_star) / f64::from(self.parallel.cards().max(1));
+                notes.push(format!(
+                    "Disaggregated, the same workers as {} ({} prefill and {} decode of {} cards): \
+                     {:.0} users ({:.2} requests/s), {:.1} users per card against {:.1} aggregated \
+                     ({}); a prefill worker holds {:.2} requests/s within TTFT {} less the KV \
+                     transfer ({:.0} ms), a decode worker {:.2} within TPOT {}; at those rates \
+                     TTFT {} and TPOT {} (mean).",
+                    pd.split,
+                    pd.split.prefill,
+                    pd.split.decode,
+                    self.parallel.cards(),
+                    pd.users,
+                    pd.rate,
+                    pd.users_per_card(),
+                    aggregated,
+                    if pd.users_per_card() > aggregated {
+                        "disaggregation wins"
+                    } else {
+                        "aggregated wins"
+                    },
+                    pd.prefill_rate,
+                    format_seconds(self.slo.ttft_s),
+                    pd.transfer_s * 1e3,
+                    pd.decode_rate,
+                    self.slo
+                        .tpot_s
+                        .map_or_else(|| "-".to_string(), format_seconds),
+                    format_seconds(pd.ttft_s),
+                    format_seconds(pd.tpot_s),
+                ));
+            }
+            Some(Err(why)) => notes.push(format!("Not disaggregated: {why}.")),
+            None => {}
+        }
         notes.extend([format!(
             "Predicted in virtual time in {:.0} ms; the TTFT limit {} includes queueing.",
             self.elapsed_ms,

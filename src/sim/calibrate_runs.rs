@@ -93,6 +93,9 @@ pub fn calibrate_runs(
                 card,
                 interconnect,
                 tp: layout.tp,
+                parallel: crate::catalog::Parallelism::tensor(layout.tp),
+                domain_cards: layout.tp.max(8),
+                scale_out_gbs: None,
                 memory: MemoryOptions {
                     memory_utilization: engine.memory_utilization,
                     ..MemoryOptions::default()

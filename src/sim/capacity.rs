@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::engine::EngineOptions;
 use crate::catalog::band::{c_star_range, ErrorBand};
 use crate::catalog::operators::OperatorLibrary;
-use crate::catalog::{Card, EngineProfile, MemoryOptions, Model, Node};
+use crate::catalog::{Card, EngineProfile, MemoryOptions, Model, Node, Parallelism, PdSplit};
 use crate::plan::predicted::CapacityPredictor;
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
@@ -20,7 +20,9 @@ use super::predict::{predict, predict_rate, Calibration, Layout, PredictRequest,
 pub struct SimPredictor {
     request: PredictRequest,
     memory: MemoryOptions,
-    cache: HashMap<(String, String, String, u32), Result<CapacityPoint, String>>,
+    cache: HashMap<Key, Result<CapacityPoint, String>>,
+    /// Disaggregated deployments of the same layouts.
+    disaggregated: HashMap<Key, Result<(CapacityPoint, PdSplit), String>>,
     calibrations: Vec<String>,
     /// What each card's step times rested on (card, basis), in the order first used.
     bases: Vec<(String, String)>,
@@ -52,6 +54,7 @@ impl SimPredictor {
             request,
             memory,
             cache: HashMap::new(),
+            disaggregated: HashMap::new(),
             calibrations: Vec::new(),
             bases: Vec::new(),
             stored: calibrations,
@@ -96,9 +99,9 @@ impl CapacityPredictor for SimPredictor {
         model: &Model,
         card: &Card,
         node: &Node,
-        tp: u32,
+        parallel: Parallelism,
     ) -> Result<CapacityPoint, String> {
-        let job = self.job(model, card, &node.interconnect, tp);
+        let job = self.job(model, card, node, parallel);
         if let Some(known) = self.cache.get(&job.key()) {
             return known.clone();
         }
@@ -108,16 +111,33 @@ impl CapacityPredictor for SimPredictor {
         answer
     }
 
+    fn predict_disaggregated(
+        &mut self,
+        model: &Model,
+        card: &Card,
+        node: &Node,
+        parallel: Parallelism,
+    ) -> Result<(CapacityPoint, PdSplit), String> {
+        let job = self.job(model, card, node, parallel);
+        if let Some(known) = self.disaggregated.get(&job.key()) {
+            return known.clone();
+        }
+        let answer = self.compute_disaggregated(&job);
+        self.disaggregated.insert(job.key(), answer.clone());
+        answer
+    }
+
     fn assume_think_time(&mut self, model: &Model, think: ThinkTime) {
         self.think_by_model.retain(|(name, _)| name != &model.name);
         self.cache.retain(|key, _| key.0 != model.name);
+        self.disaggregated.retain(|key, _| key.0 != model.name);
         self.think_by_model.push((model.name.clone(), think));
     }
 
-    fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, u32)]) {
+    fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, Parallelism)]) {
         let mut jobs: Vec<Job> = Vec::new();
-        for &(model, card, node, tp) in wanted {
-            let job = self.job(model, card, &node.interconnect, tp);
+        for &(model, card, node, parallel) in wanted {
+            let job = self.job(model, card, node, parallel);
             let key = job.key();
             if !self.cache.contains_key(&key) && !jobs.iter().any(|j| j.key() == key) {
                 self.note_basis(&job);
@@ -129,13 +149,27 @@ impl CapacityPredictor for SimPredictor {
         self.cache.extend(keys.into_iter().zip(answers));
     }
 
+    fn prepare_disaggregated(&mut self, wanted: &[(&Model, &Card, &Node, Parallelism)]) {
+        let mut jobs: Vec<Job> = Vec::new();
+        for &(model, card, node, parallel) in wanted {
+            let job = self.job(model, card, node, parallel);
+            let key = job.key();
+            if !self.disaggregated.contains_key(&key) && !jobs.iter().any(|j| j.key() == key) {
+                jobs.push(job);
+            }
+        }
+        let keys: Vec<Key> = jobs.iter().map(Job::key).collect();
+        let answers = on_all_cores(&jobs, |job| self.compute_disaggregated(job));
+        self.disaggregated.extend(keys.into_iter().zip(answers));
+    }
+
     fn predict_like_all(
         &mut self,
         measured: &[(&Model, &Card, &CapacityPoint)],
     ) -> Vec<Result<CapacityPoint, String>> {
         let mut jobs = Vec::new();
         for &(model, card, point) in measured {
-            let mut job = self.job(model, card, &point.interconnect, point.tp);
+            let mut job = self.job_on_link(model, card, &point.interconnect, point.parallel);
             job.request = self.request_like(point);
             job.open_loop = false;
             self.note_basis(&job);
@@ -189,15 +223,18 @@ impl CapacityPredictor for SimPredictor {
     }
 }
 
-/// What a prediction is remembered by: model, card, interconnect and TP.
-type Key = (String, String, String, u32);
+/// What a prediction is remembered by: model, card, interconnect, layout, and the scale-up
+/// domain and network (as text) when the layout spans domains.
+type Key = (String, String, String, Parallelism, u32, String);
 
 /// One prediction to make: a layout and what it is asked under.
 struct Job<'a> {
     model: &'a Model,
     card: &'a Card,
     interconnect: String,
-    tp: u32,
+    parallel: Parallelism,
+    domain_cards: u32,
+    scale_out_gbs: Option<f64>,
     request: PredictRequest,
     open_loop: bool,
 }
@@ -208,7 +245,9 @@ impl Job<'_> {
             self.model.name.clone(),
             self.card.name.clone(),
             self.interconnect.clone(),
-            self.tp,
+            self.parallel,
+            self.domain_cards,
+            format!("{:?}", self.scale_out_gbs),
         )
     }
 
@@ -217,8 +256,11 @@ impl Job<'_> {
             model: self.model,
             card: self.card,
             interconnect: self.interconnect.clone(),
-            tp: self.tp,
+            tp: self.parallel.tp,
             memory,
+            parallel: self.parallel,
+            domain_cards: self.domain_cards,
+            scale_out_gbs: self.scale_out_gbs,
         }
     }
 }
@@ -238,9 +280,30 @@ impl SimPredictor {
         request
     }
 
-    /// The job of predicting `tp` cards of `card` linked by `interconnect`, asked as the
+    /// The job of predicting `model` laid out as `parallel` on cards of `node`, asked as the
     /// predictor was set up.
-    fn job<'a>(&self, model: &'a Model, card: &'a Card, interconnect: &str, tp: u32) -> Job<'a> {
+    fn job<'a>(
+        &self,
+        model: &'a Model,
+        card: &'a Card,
+        node: &Node,
+        parallel: Parallelism,
+    ) -> Job<'a> {
+        Job {
+            domain_cards: node.cards_per_node,
+            scale_out_gbs: node.scale_out_gbs_per_card,
+            ..self.job_on_link(model, card, &node.interconnect, parallel)
+        }
+    }
+
+    /// The same for cards linked by `interconnect` in one domain (a measured point's layout).
+    fn job_on_link<'a>(
+        &self,
+        model: &'a Model,
+        card: &'a Card,
+        interconnect: &str,
+        parallel: Parallelism,
+    ) -> Job<'a> {
         let mut request = self.request.clone();
         if let Some((_, think)) = self.think_by_model.iter().find(|(m, _)| m == &model.name) {
             request.workload.think_time = *think;
@@ -249,7 +312,9 @@ impl SimPredictor {
             model,
             card,
             interconnect: interconnect.to_string(),
-            tp,
+            parallel,
+            domain_cards: parallel.cards().max(8),
+            scale_out_gbs: None,
             request,
             open_loop: self.open_loop,
         }
@@ -257,38 +322,7 @@ impl SimPredictor {
 
     /// Every job's answer, in order; independent and CPU-bound, so spread over the cores.
     fn compute_all(&self, jobs: &[Job]) -> Vec<Result<CapacityPoint, String>> {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .min(jobs.len());
-        if threads < 2 {
-            return jobs.iter().map(|job| self.compute(job)).collect();
-        }
-        let mut answers: Vec<Option<Result<CapacityPoint, String>>> = vec![None; jobs.len()];
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|worker| {
-                    scope.spawn(move || {
-                        (worker..jobs.len())
-                            .step_by(threads)
-                            .map(|i| (i, self.compute(&jobs[i])))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for worker in workers {
-                if let Ok(done) = worker.join() {
-                    for (i, answer) in done {
-                        answers[i] = Some(answer);
-                    }
-                }
-            }
-        });
-        answers
-            .into_iter()
-            .zip(jobs)
-            .map(|(answer, job)| answer.unwrap_or_else(|| self.compute(job)))
-            .collect()
+        on_all_cores(jobs, |job| self.compute(job))
     }
 
     /// Remembers what the job's card's step times rest on and which calibration applies
@@ -324,10 +358,71 @@ impl SimPredictor {
         (options, calibration)
     }
 
+    /// A disaggregated deployment of the job's layout as a capacity point per worker.
+    fn compute_disaggregated(&self, job: &Job) -> Result<(CapacityPoint, PdSplit), String> {
+        if job.open_loop {
+            return Err(
+                "disaggregated deployments are planned for users, not request rates".into(),
+            );
+        }
+        let layout = job.layout(self.memory);
+        let (options, calibration) = self.setup(job.card, &job.interconnect);
+        let mut request = job.request.clone();
+        request.engine = options;
+        let pd = super::disagg::predict_disaggregated(&layout, &calibration, &request, None)
+            .map_err(|rejected| rejected.reason)?;
+        let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
+        let basis = {
+            let (engine, _) = super::predict::engine_for(&layout, &calibration, &options, false)
+                .map_err(|rejected| rejected.reason)?;
+            super::predict::step_basis(&engine, &calibration)
+        };
+        let per_worker = pd.users_per_worker();
+        let point = CapacityPoint {
+            band: c_star_range(
+                &self.bands,
+                crate::catalog::band::model_class(job.model),
+                engine_name.as_deref().unwrap_or("generic"),
+                &basis,
+                per_worker,
+            ),
+            model: job.model.name.clone(),
+            card: job.card.name.clone(),
+            interconnect: job.interconnect.clone(),
+            cards_per_node: None,
+            instances_per_node: None,
+            instances_per_card: 1,
+            tp: job.parallel.tp,
+            parallel: job.parallel,
+            users_per_instance: per_worker,
+            slo: request.slo,
+            think_time: request.workload.think_time,
+            source: PointSource::Predicted,
+            note: format!(
+                "disaggregated {}: prefill worker {:.2} req/s, decode worker {:.2} req/s, KV transfer {:.0} ms",
+                pd.split,
+                pd.prefill_rate,
+                pd.decode_rate,
+                pd.transfer_s * 1e3
+            ),
+            e2e_mean_s: Some(
+                pd.ttft_s + (request.workload.output_tokens.mean() - 1.0).max(0.0) * pd.tpot_s,
+            ),
+            output_tokens: Some(request.workload.output_tokens.mean()),
+            engine: engine_name,
+            origin: format!(
+                "predicted, disaggregated {} ({:.1} users per worker), {}",
+                pd.split, per_worker, calibration.name
+            ),
+        };
+        Ok((point, pd.split))
+    }
+
     /// The prediction itself: no bookkeeping, so several run at once (see `prepare`).
     fn compute(&self, job: &Job) -> Result<CapacityPoint, String> {
-        let (model, card, interconnect, tp) =
-            (job.model, job.card, job.interconnect.as_str(), job.tp);
+        let (model, card, interconnect, parallel) =
+            (job.model, job.card, job.interconnect.as_str(), job.parallel);
+        let tp = parallel.tp;
         let layout = job.layout(self.memory);
         let (options, calibration) = self.setup(card, interconnect);
         let mut request = job.request.clone();
@@ -351,6 +446,7 @@ impl SimPredictor {
                             instances_per_node: None,
                             instances_per_card: 1,
                             tp,
+                            parallel,
                             users_per_instance: rate.mean_in_flight,
                             slo: request.slo,
                             think_time: crate::workload::ThinkTime::NONE,
@@ -385,6 +481,7 @@ impl SimPredictor {
             Ok(prediction) => Ok(CapacityPoint {
                 band: c_star_range(
                     &self.bands,
+                    crate::catalog::band::model_class(model),
                     engine_name.as_deref().unwrap_or("generic"),
                     &prediction.basis,
                     f64::from(prediction.c_star),
@@ -396,6 +493,7 @@ impl SimPredictor {
                 instances_per_node: None,
                 instances_per_card: 1,
                 tp,
+                parallel,
                 users_per_instance: f64::from(prediction.c_star),
                 slo: request.slo,
                 think_time: request.workload.think_time,
@@ -421,4 +519,41 @@ impl SimPredictor {
         };
         answer
     }
+}
+
+/// `work` of every job, in order; independent and CPU-bound, so spread over the cores.
+fn on_all_cores<T: Clone + Send>(jobs: &[Job], work: impl Fn(&Job) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(jobs.len());
+    if threads < 2 {
+        return jobs.iter().map(&work).collect();
+    }
+    let mut answers: Vec<Option<T>> = vec![None; jobs.len()];
+    let work = &work;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|worker| {
+                scope.spawn(move || {
+                    (worker..jobs.len())
+                        .step_by(threads)
+                        .map(|i| (i, work(&jobs[i])))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            if let Ok(done) = worker.join() {
+                for (i, answer) in done {
+                    answers[i] = Some(answer);
+                }
+            }
+        }
+    });
+    answers
+        .into_iter()
+        .zip(jobs)
+        .map(|(answer, job)| answer.unwrap_or_else(|| work(job)))
+        .collect()
 }

@@ -647,6 +647,8 @@ mod tests {
     fn flat_perf() -> PerfModel {
         PerfModel {
             tp: 1,
+            parallel: crate::catalog::Parallelism::tensor(1),
+            fabric: crate::sim::fabric::Fabric::single_domain(1, 1.0, 1.0),
             layers: 1.0,
             hidden: 1.0,
             attention_width: 0.0,

@@ -21,9 +21,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::fabric::Fabric;
 use super::perf::StepWork;
 use crate::catalog::operators::OperatorTables;
-use crate::catalog::{ActivationScales, Dtype, Model};
+use crate::catalog::{ActivationScales, Dtype, Model, Parallelism};
 
 /// The GEMM timing a dtype maps to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -56,18 +57,40 @@ pub struct OperatorStep {
     experts_per_token: f64,
     expert_up_n: f64,
     expert_down_k: f64,
+    /// Experts each card of a stage holds (all of them without expert parallelism).
+    experts_per_rank: f64,
+    /// A shared expert's widths on one card (split over the attention's `tp`, not the
+    /// experts' group).
+    shared_up_n: f64,
+    shared_down_k: f64,
     shared_experts: f64,
     moe_layer_share: f64,
     vocab_n: f64,
     heads_per_card: f64,
     kv_heads_per_card: f64,
-    head_dim: u32,
     /// The model's head size over the measured one it is timed at.
     head_scale: f64,
     /// The attention tables' KV variants (`kv_bf16`, `kv_fp8`) for prefill and decode.
     context_kv: &'static str,
     generation_kv: &'static str,
+    /// The grouped-query attention tables' variant names (`hd128.kv_bf16`).
+    context_variant: String,
+    generation_variant: String,
+    /// Latent attention timed from its own measured tables (`context_mla`,
+    /// `generation_mla`) rather than the grouped-query ones at a scaled head size.
+    latent_tables: bool,
+    /// Sliding-window attention (gpt-oss): the window in tokens and the share of layers
+    /// that use it.
+    sliding: Option<(f64, f64)>,
+    /// The measured fused-MoE curve this layout's expert layers read: expert format and
+    /// model shape (`fp8_block`, `h7168.i2048.k8.e256`), when the tables hold one.
+    moe_table: Option<(String, String)>,
     tp: u32,
+    /// The whole layout: attention replicas divide each step's tokens, expert ranks the
+    /// experts, pipeline stages hand activations on.
+    parallel: Parallelism,
+    /// The links past the measured all-reduce: all-to-all, across nodes, between stages.
+    fabric: Option<Fabric>,
     /// Card memory bandwidth, bytes/s, for the element-wise passes the tables do not hold.
     hbm_bytes_per_s: f64,
     /// Static FP8 activation scales skip the scale kernel the FP8 GEMM timings include.
@@ -136,12 +159,12 @@ impl OperatorTime {
 pub struct NoOperatorData(pub String);
 
 impl OperatorStep {
-    /// The operator model of `model` on `tp` cards, weights in `dtype`, KV cache in
+    /// The operator model of `model` laid out as `parallel`, weights in `dtype`, KV cache in
     /// `kv_dtype`, or why these tables cannot time it (then the roofline is used).
     pub fn new(
         tables: Arc<OperatorTables>,
         model: &Model,
-        tp: u32,
+        parallel: &Parallelism,
         dtype: Dtype,
         expert_dtype: Dtype,
         kv_dtype: Dtype,
@@ -156,7 +179,8 @@ impl OperatorStep {
         // nearest and scaled by its width (FLOPs and KV bytes grow with it).
         let head_dim = if model.head_dim <= 96 { 64 } else { 128 };
         let head_scale = f64::from(model.head_dim) / f64::from(head_dim);
-        let tpf = f64::from(tp.max(1));
+        let tp = parallel.tp.max(1);
+        let tpf = f64::from(tp);
         let heads = f64::from(model.heads);
         let kv_heads = f64::from(model.kv_heads);
         let head = f64::from(model.head_dim);
@@ -177,6 +201,18 @@ impl OperatorStep {
                 .generation_attention_us(head_dim, kv, 1.0, 128.0)
                 .is_some()
         });
+        // Latent attention has tables of its own in newer collections: used where both
+        // phases are there.
+        let latent_kv = model.latent().and_then(|_| {
+            let context = pick(&|kv| tables.context_mla_us(kv, 16.0, 1.0, 128.0).is_some())?;
+            let generation = pick(&|kv| tables.generation_mla_us(kv, 16.0, 1.0, 128.0).is_some())?;
+            Some((context, generation))
+        });
+        let latent_tables = latent_kv.is_some();
+        let (context_kv, generation_kv) = match latent_kv {
+            Some((context, generation)) => (Some(context), Some(generation)),
+            None => (context_kv, generation_kv),
+        };
         let (Some(context_kv), Some(generation_kv)) = (context_kv, generation_kv) else {
             return Err(NoOperatorData(format!(
                 "{} {} has no attention timings for head dim {head_dim}",
@@ -194,7 +230,8 @@ impl OperatorStep {
             model
                 .expert_intermediate_size
                 .unwrap_or(model.intermediate_size),
-        ) / tpf;
+        );
+        let moe_tp = f64::from(parallel.moe_tp());
         let hidden = f64::from(model.hidden_size);
         let projections = match model.latent() {
             Some(latent) => Projections::Latent {
@@ -220,9 +257,22 @@ impl OperatorStep {
                 weight_ratio: expert_dtype.bytes() / Dtype::Bf16.bytes(),
             })
         };
+        let moe_table = model
+            .moe_shape()
+            .and_then(|shape| moe_variant(&tables, expert_dtype, model, parallel, &shape));
+        let sliding = match (model.sliding_window, model.sliding_layers) {
+            (Some(window), Some(layers)) if window > 0 && layers > 0 => Some((
+                f64::from(window),
+                f64::from(layers.min(model.layers)) / f64::from(model.layers.max(1)),
+            )),
+            _ => None,
+        };
         Ok(OperatorStep {
             gemm,
             expert_gemm,
+            sliding,
+            latent_tables,
+            moe_table,
             layers: f64::from(model.layers),
             hidden,
             projections,
@@ -230,8 +280,11 @@ impl OperatorStep {
             down_k: f64::from(model.intermediate_size) / tpf,
             experts,
             experts_per_token,
-            expert_up_n: gates * expert_width,
-            expert_down_k: expert_width,
+            expert_up_n: gates * expert_width / moe_tp,
+            expert_down_k: expert_width / moe_tp,
+            experts_per_rank: experts / f64::from(parallel.ep.max(1)),
+            shared_up_n: gates * expert_width / tpf,
+            shared_down_k: expert_width / tpf,
             shared_experts: f64::from(model.shared_experts.unwrap_or(0)),
             moe_layer_share: if experts > 1.0 {
                 f64::from(model.moe_layers()) / f64::from(model.layers.max(1))
@@ -241,16 +294,35 @@ impl OperatorStep {
             vocab_n: f64::from(model.vocab_size) / tpf,
             heads_per_card: heads / tpf,
             kv_heads_per_card,
-            head_dim,
             head_scale,
             context_kv,
             generation_kv,
-            tp: tp.max(1),
+            context_variant: format!("hd{head_dim}.{context_kv}"),
+            generation_variant: format!("hd{head_dim}.{generation_kv}"),
+            tp,
+            parallel: *parallel,
+            fabric: None,
             hbm_bytes_per_s: hbm_bandwidth_gbs * 1e9,
             fp8_activation_scales: ActivationScales::Dynamic,
             tables,
             memo: RefCell::new(Memo::default()),
         })
+    }
+
+    /// The links the layout's all-to-all, cross-node and pipeline traffic crosses (without
+    /// them: one domain holding every card, at the fallback all-reduce's link).
+    pub fn with_fabric(mut self, fabric: Fabric) -> OperatorStep {
+        self.fabric = Some(fabric);
+        *self.memo.borrow_mut() = Memo::default();
+        self
+    }
+
+    fn fabric(&self) -> Fabric {
+        self.fabric.unwrap_or(Fabric::single_domain(
+            self.parallel.cards(),
+            FALLBACK_LINK_GBS,
+            10.0,
+        ))
     }
 
     /// The same layout served with `scales` for FP8 activations.
@@ -321,15 +393,18 @@ impl OperatorStep {
         (one * ratio).max(bf16(m) - one * (1.0 - ratio))
     }
 
-    /// One layer's weight GEMMs and all-reduces for `m` tokens, µs (remembered by `m`).
+    /// One layer's weight GEMMs and communication for `m` tokens of the whole instance, µs
+    /// (remembered by `m`). Attention replicas share the tokens evenly; the experts see all
+    /// of them.
     fn layer_us(&self, m: f64, graph: bool) -> (f64, f64) {
         let key = m.round().max(1.0) as usize;
         if let Some(known) = remembered(&self.memo.borrow().layer[usize::from(graph)], key) {
             return known;
         }
+        let local = self.replica_tokens(m);
         let mut gemm = match self.projections {
             Projections::Grouped { qkv_n, o_k } => {
-                self.gemm_us(m, qkv_n, self.hidden) + self.gemm_us(m, self.hidden, o_k)
+                self.gemm_us(local, qkv_n, self.hidden) + self.gemm_us(local, self.hidden, o_k)
             }
             Projections::Latent {
                 down_n,
@@ -339,33 +414,33 @@ impl OperatorStep {
                 kv_rank,
                 o_k,
             } => {
-                self.gemm_us(m, down_n, self.hidden)
-                    + self.gemm_us(m, q_up_n, q_rank)
-                    + self.gemm_us(m, kv_up_n, kv_rank)
-                    + self.gemm_us(m, self.hidden, o_k)
+                self.gemm_us(local, down_n, self.hidden)
+                    + self.gemm_us(local, q_up_n, q_rank)
+                    + self.gemm_us(local, kv_up_n, kv_rank)
+                    + self.gemm_us(local, self.hidden, o_k)
             }
         };
         // The FFN of an average layer: dense layers' and expert layers' in their shares.
-        let dense =
-            self.gemm_us(m, self.up_n, self.hidden) + self.gemm_us(m, self.hidden, self.down_k);
-        gemm += if self.experts > 1.0 {
-            (1.0 - self.moe_layer_share) * dense + self.moe_layer_share * self.experts_us(m)
+        let dense = self.gemm_us(local, self.up_n, self.hidden)
+            + self.gemm_us(local, self.hidden, self.down_k);
+        let experts = self.experts > 1.0;
+        gemm += if experts {
+            (1.0 - self.moe_layer_share) * dense + self.moe_layer_share * self.experts_us(m, local)
         } else {
             dense
         };
-        let communication = if self.tp > 1 {
-            let bytes = m * self.hidden * 2.0;
-            // The engine's own all-reduce as it runs in this step (vLLM and SGLang measured
-            // theirs captured in a graph and eager apart; TensorRT-LLM's one `custom` kernel
-            // serves both), else NCCL's.
-            let variant = if graph { "graph" } else { "eager" };
-            2.0 * [variant, "custom", "graph", "eager", "nccl"]
-                .iter()
-                .find_map(|v| self.tables.all_reduce_us(v, self.tp, bytes))
-                .unwrap_or_else(|| fallback_all_reduce_us(self.tp, bytes))
-        } else {
-            0.0
-        };
+        // After attention and after a dense FFN the replica's cards all-reduce; after the
+        // experts too while the tokens are replicated over the stage (no attention replicas:
+        // each card runs its experts on every token and the sums meet in the all-reduce),
+        // else the tokens go to their experts' cards and back (all-to-all).
+        let all_reduce = self.all_reduce_us(local * self.hidden * 2.0, graph);
+        let communication = all_reduce
+            + if experts && self.parallel.dp > 1 {
+                (1.0 - self.moe_layer_share) * all_reduce
+                    + self.moe_layer_share * self.expert_exchange_us(m)
+            } else {
+                all_reduce
+            };
         remember(
             &mut self.memo.borrow_mut().layer[usize::from(graph)],
             key,
@@ -374,16 +449,78 @@ impl OperatorStep {
         (gemm, communication)
     }
 
+    /// Tokens one attention replica processes out of the instance's `m`.
+    fn replica_tokens(&self, m: f64) -> f64 {
+        (m / f64::from(self.parallel.dp.max(1))).max(1.0)
+    }
+
+    /// An all-reduce of `bytes` over the attention's `tp` cards, µs: measured inside one
+    /// scale-up domain, the network's part added for a group that spans domains.
+    fn all_reduce_us(&self, bytes: f64, graph: bool) -> f64 {
+        if self.tp <= 1 {
+            return 0.0;
+        }
+        let fabric = self.fabric();
+        let inside = self.tp.min(fabric.domain_cards.max(1));
+        // The engine's own all-reduce as it runs in this step (vLLM and SGLang measured
+        // theirs captured in a graph and eager apart; TensorRT-LLM's one `custom` kernel
+        // serves both), else NCCL's.
+        let variant = if graph { "graph" } else { "eager" };
+        let measured = if inside > 1 {
+            [variant, "custom", "graph", "eager", "nccl"]
+                .iter()
+                .find_map(|v| self.tables.all_reduce_us(v, inside, bytes))
+                .unwrap_or_else(|| fallback_all_reduce_us(inside, bytes))
+        } else {
+            0.0
+        };
+        measured + fabric.cross_domain_all_reduce_s(self.tp, bytes) * 1e6
+    }
+
+    /// Sending each of the instance's `m` tokens to the cards of its experts and the results
+    /// back (two all-to-alls over a stage's cards), µs: FP8 activations out when the layout
+    /// runs 8-bit or narrower (DeepEP and the engines' FP8 dispatch), 16-bit results back.
+    fn expert_exchange_us(&self, m: f64) -> f64 {
+        let ranks = self.parallel.stage_cards();
+        let per_rank = m / f64::from(ranks) * self.experts_per_token * self.hidden;
+        let out = if matches!(self.gemm, GemmSource::Table(ref t) if t != "bf16") {
+            1.0
+        } else {
+            2.0
+        };
+        let fabric = self.fabric();
+        (fabric.all_to_all_s(ranks, per_rank * out) + fabric.all_to_all_s(ranks, per_rank * 2.0))
+            * 1e6
+    }
+
     /// One expert layer's FFN for `m` tokens, µs. Engines run the routed experts as one
     /// fused kernel (vLLM's and SGLang's fused MoE, TensorRT-LLM's grouped GEMM), so the
     /// time is that of all routed tokens' FLOPs through one expert, or that of streaming the
     /// weights of every expert the tokens touch, whichever is longer. (Timing each touched
     /// expert as a GEMM of its own charged a launch per expert: 256-expert models came out
-    /// several times slow.) Shared experts run for every token.
-    fn experts_us(&self, m: f64) -> f64 {
-        let routed = m * self.experts_per_token;
-        // Expected experts touched by m tokens choosing k of E.
-        let touched = self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts).powf(m));
+    /// several times slow.) With expert parallelism each card holds `E/ep` experts and gets
+    /// `1/ep` of the routed tokens and of the touched experts (routing assumed balanced).
+    /// Shared experts run for every token of the card's attention replica (`local`).
+    fn experts_us(&self, m: f64, local: f64) -> f64 {
+        let shared = self.expert_gemm_us(local, self.shared_up_n, self.hidden)
+            + self.expert_gemm_us(local, self.hidden, self.shared_down_k);
+        let measured = self.moe_table.as_ref().and_then(|(dtype, shape)| {
+            self.tables.moe_us(
+                dtype,
+                shape,
+                self.parallel.moe_tp(),
+                self.parallel.ep.max(1),
+                m,
+            )
+        });
+        if let Some(measured) = measured {
+            return measured + self.shared_experts * shared;
+        }
+        let ranks = self.experts / self.experts_per_rank.max(1.0);
+        let routed = m * self.experts_per_token / ranks;
+        // Expected experts touched by m tokens choosing k of E, this card's share.
+        let touched =
+            self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts).powf(m)) / ranks;
         let through_one = |tokens: f64| {
             self.expert_gemm_us(tokens, self.expert_up_n, self.hidden)
                 + self.expert_gemm_us(tokens, self.hidden, self.expert_down_k)
@@ -394,7 +531,7 @@ impl OperatorStep {
         let touched = touched.max(1.0);
         let reads = self.expert_gemm_us(1.0, self.expert_up_n * touched, self.hidden)
             + self.expert_gemm_us(1.0, self.hidden, self.expert_down_k * touched);
-        compute.max(reads) + self.shared_experts * through_one(m)
+        compute.max(reads) + self.shared_experts * shared
     }
 
     /// The LM head over `sampled` sequences, µs (remembered).
@@ -423,6 +560,10 @@ impl OperatorStep {
         }
         let graph = graph_batch.is_some() && work.prefill_tokens == 0.0;
         let (gemm, communication) = self.layer_us(m, graph);
+        // Attention replicas share the sequences; a prompt chunk runs on one of them, and the
+        // step waits for the replica that has one.
+        let dp = f64::from(self.parallel.dp.max(1));
+        let local = self.replica_tokens(m);
 
         let mut attention = 0.0;
         if work.prefill_chunks > 0.0 {
@@ -430,54 +571,103 @@ impl OperatorStep {
             // of n tokens after o cached ones computes the last n rows of the attention of an
             // (o + n)-token prompt: its share of that prompt's query–key pairs, at that
             // prompt's kernel efficiency — and never less than n fresh tokens take.
-            let chunks = work.prefill_chunks;
+            let chunks = (work.prefill_chunks / dp).max(1.0);
             let batch_heads = chunks * self.heads_per_card;
-            let mean = work.prefill_tokens / chunks;
-            let full = (work.prefill_tokens + work.prefill_cached) / chunks;
+            let mean = work.prefill_tokens / work.prefill_chunks;
+            let full = (work.prefill_tokens + work.prefill_cached) / work.prefill_chunks;
             let at = |isl: f64| {
-                self.tables
-                    .context_attention_us(self.head_dim, self.context_kv, batch_heads, isl)
-                    .unwrap_or(0.0)
+                if self.latent_tables {
+                    self.tables
+                        .context_mla_us(self.context_kv, self.heads_per_card, chunks, isl)
+                        .map(|us| us / self.head_scale)
+                } else {
+                    self.tables
+                        .context_attention_at(&self.context_variant, batch_heads, isl)
+                }
+                .unwrap_or(0.0)
             };
             let fresh = at(mean);
-            let share = work.prefill_pairs / (chunks * full * (full + 1.0) / 2.0);
-            attention += if full > mean {
+            let share = work.prefill_pairs / (work.prefill_chunks * full * (full + 1.0) / 2.0);
+            let whole = if full > mean {
                 fresh.max(at(full) * share)
             } else {
                 fresh
             };
+            // A sliding-window layer's chunk attends at most the window behind each token:
+            // a chunk longer than the window costs that many windows' worth.
+            attention += match self.sliding {
+                Some((window, layers)) => {
+                    let windowed = if mean > window {
+                        at(window) * mean / window
+                    } else {
+                        at(mean.max(full.min(window))).min(whole).max(fresh)
+                    };
+                    (1.0 - layers) * whole + layers * windowed
+                }
+                None => whole,
+            };
         }
         if work.decode_sequences > 0.0 {
             let mean_len = work.decode_positions / work.decode_sequences;
-            attention += self
-                .tables
-                .generation_attention_us(
-                    self.head_dim,
-                    self.generation_kv,
-                    work.decode_sequences * self.kv_heads_per_card,
-                    mean_len,
-                )
-                .unwrap_or(0.0);
+            let sequences = (work.decode_sequences / dp).max(1.0);
+            let decode = |mean_len: f64| {
+                if self.latent_tables {
+                    self.tables
+                        .generation_mla_us(
+                            self.generation_kv,
+                            self.heads_per_card,
+                            sequences,
+                            mean_len,
+                        )
+                        .map(|us| us / self.head_scale)
+                } else {
+                    self.tables.generation_attention_at(
+                        &self.generation_variant,
+                        sequences * self.kv_heads_per_card,
+                        mean_len,
+                    )
+                }
+                .unwrap_or(0.0)
+            };
+            attention += match self.sliding {
+                Some((window, layers)) => {
+                    (1.0 - layers) * decode(mean_len) + layers * decode(mean_len.min(window))
+                }
+                None => decode(mean_len),
+            };
         }
 
         // Norms, rotary embedding, activation and residual adds: a handful of passes over
         // the activations, memory-bound and mostly fused; about six hidden-wide and two
         // MLP-wide reads and writes of 2 bytes per token and layer.
-        let elementwise_bytes = m * (6.0 * self.hidden + 2.0 * self.down_k) * 2.0 * 2.0;
+        let elementwise_bytes = local * (6.0 * self.hidden + 2.0 * self.down_k) * 2.0 * 2.0;
         let other_per_layer = elementwise_bytes / (0.8 * self.hbm_bytes_per_s) * 1e6;
 
         // The LM head runs over the sequences that sample a token (lm_head stays bf16).
-        let sampled = (work.decode_sequences + work.prefill_chunks).max(1.0);
+        let sampled = ((work.decode_sequences + work.prefill_chunks) / dp).max(1.0);
         let lm_head = self.lm_head_us(sampled);
+        // Pipeline stages hand the step's activations on, one after the other.
+        let stages = self.parallel.pp.max(1);
+        let handoffs = if stages > 1 {
+            f64::from(stages - 1)
+                * self
+                    .fabric()
+                    .stage_send_s(self.parallel.stage_cards(), local * self.hidden * 2.0)
+        } else {
+            0.0
+        };
 
         OperatorTime {
             gemm: (gemm * self.layers + lm_head) * 1e-6,
             attention: attention * self.head_scale * self.layers * 1e-6,
-            communication: communication * self.layers * 1e-6,
+            communication: communication * self.layers * 1e-6 + handoffs,
             other: other_per_layer * self.layers * 1e-6,
         }
     }
 }
+
+/// The scale-up link assumed when a step model was given no fabric, GB/s both directions.
+const FALLBACK_LINK_GBS: f64 = 300.0;
 
 /// An all-reduce the tables do not hold (a TP size they were not measured at): ring
 /// all-reduce over NVLink-class links, 10 µs per hop plus 2(tp−1)/tp of the message at
@@ -485,6 +675,41 @@ impl OperatorStep {
 fn fallback_all_reduce_us(tp: u32, bytes: f64) -> f64 {
     let tp = f64::from(tp);
     2.0 * tp.log2() * 10.0 + 2.0 * (tp - 1.0) / tp * bytes / 150e9 * 1e6
+}
+
+/// The measured fused-MoE variant for `model`'s experts in `expert_dtype` at `parallel`'s
+/// expert layout: block-scaled FP8 first (the published FP8 mixtures are), MXFP4 kernels first for a checkpoint shipped in MXFP4 (gpt-oss), NVFP4 first otherwise.
+fn moe_variant(
+    tables: &OperatorTables,
+    expert_dtype: Dtype,
+    model: &Model,
+    parallel: &Parallelism,
+    shape: &str,
+) -> Option<(String, String)> {
+    let measured = tables.moe_dtypes(shape);
+    let mxfp4 = model
+        .expert_dtype
+        .as_deref()
+        .is_some_and(|d| d.eq_ignore_ascii_case("mxfp4"));
+    let wanted: Vec<&str> = match expert_dtype {
+        Dtype::Fp16 | Dtype::Bf16 | Dtype::Fp32 => vec!["bf16"],
+        // The FP8 checkpoints of the catalog's mixtures (DeepSeek-V3/R1, Qwen3-*-FP8, Kimi)
+        // are block-scaled, whatever the dense GEMMs run as.
+        Dtype::Fp8 => vec!["fp8_block", "fp8"],
+        Dtype::Fp4 if mxfp4 => vec!["w4a8_mxfp4_mxfp8", "w4a16_mxfp4", "nvfp4"],
+        Dtype::Fp4 => vec!["nvfp4", "w4a8_mxfp4_mxfp8", "w4a16_mxfp4"],
+        Dtype::Int4 => vec!["int4_wo", "w4a16_mxfp4"],
+        Dtype::Int8 => vec![],
+    };
+    wanted
+        .into_iter()
+        .find(|name| {
+            measured.iter().any(|m| m == name)
+                && tables
+                    .moe_us(name, shape, parallel.moe_tp(), parallel.ep.max(1), 1.0)
+                    .is_some()
+        })
+        .map(|name| (name.to_string(), shape.to_string()))
 }
 
 /// Which GEMM timing serves weights in `dtype` on these tables.
@@ -530,12 +755,12 @@ mod tests {
 
     fn h100_8b(dtype: Dtype) -> OperatorStep {
         let catalog = Catalog::shipped().unwrap();
-        let tables = catalog.operators.get("h100_sxm", "vllm").unwrap().clone();
+        let tables = (**catalog.operators.get("h100_sxm", "vllm").unwrap()).clone();
         let model = catalog.model("llama-3.1-8b").unwrap();
         OperatorStep::new(
             Arc::new(tables),
             model,
-            1,
+            &Parallelism::tensor(1),
             dtype,
             dtype,
             Dtype::Bf16,
@@ -607,13 +832,13 @@ mod tests {
     #[test]
     fn static_fp8_scales_skip_the_scale_kernel_but_not_the_weight_read() {
         let catalog = Catalog::shipped().unwrap();
-        let tables = catalog.operators.get("h200_sxm", "trtllm").unwrap().clone();
+        let tables = (**catalog.operators.get("h200_sxm", "trtllm").unwrap()).clone();
         let model = catalog.model("llama-3.1-70b").unwrap();
         let step = |scales| {
             OperatorStep::new(
                 Arc::new(tables.clone()),
                 model,
-                8,
+                &Parallelism::tensor(8),
                 Dtype::Fp8,
                 Dtype::Fp8,
                 Dtype::Fp8,
@@ -660,7 +885,7 @@ mod tests {
     /// the checkpoint's own).
     fn on_h200(model: &str, tp: u32, dtype: Option<Dtype>) -> OperatorStep {
         let catalog = Catalog::shipped().unwrap();
-        let tables = catalog.operators.get("h200_sxm", "vllm").unwrap().clone();
+        let tables = (**catalog.operators.get("h200_sxm", "vllm").unwrap()).clone();
         let model = catalog.model(model).unwrap();
         let options = crate::catalog::MemoryOptions {
             dtype,
@@ -671,7 +896,7 @@ mod tests {
         OperatorStep::new(
             Arc::new(tables),
             model,
-            tp,
+            &Parallelism::tensor(tp),
             fit.dtype,
             fit.expert_dtype,
             Dtype::Bf16,
@@ -685,7 +910,7 @@ mod tests {
         let r1 = on_h200("deepseek-r1", 8, None);
         // One token touches 8 of 256 experts; 64 tokens nearly 228 of them: the expert
         // layer streams far more weight, but nowhere near 228 × one token's time.
-        let (one, many) = (r1.experts_us(1.0), r1.experts_us(64.0));
+        let (one, many) = (r1.experts_us(1.0, 1.0), r1.experts_us(64.0, 64.0));
         assert!(many > 3.0 * one, "{one} µs vs {many} µs");
         assert!(many < 228.0 / 8.0 * one, "{one} µs vs {many} µs");
         // Per-expert launches (the old way) would charge each of the 8 touched experts a

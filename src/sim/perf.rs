@@ -20,8 +20,9 @@
 
 use serde::Serialize;
 
+use super::fabric::Fabric;
 use super::operator_step::OperatorStep;
-use crate::catalog::{Card, Dtype, Model, Node};
+use crate::catalog::{Card, Dtype, Model, Node, Parallelism};
 
 /// Fractions of peak a real engine reaches, and fixed costs. Defaults are typical of a
 /// well-tuned continuous-batching engine (vLLM / SGLang class) and are meant to be calibrated
@@ -151,6 +152,10 @@ pub struct StepTime {
 #[derive(Debug, Clone, Serialize)]
 pub struct PerfModel {
     pub tp: u32,
+    /// The layout beyond `tp`: attention replicas, expert ranks, pipeline stages.
+    pub parallel: Parallelism,
+    /// The links between the cards, past one all-reduce group.
+    pub fabric: Fabric,
     pub layers: f64,
     pub hidden: f64,
     pub attention_width: f64,
@@ -220,8 +225,14 @@ impl PerfModel {
         } else {
             pcie_bidirectional_gbs(card.pcie_gen)
         };
+        let efficiency_link = efficiency.link;
         PerfModel {
             tp,
+            parallel: Parallelism::tensor(tp),
+            fabric: Fabric {
+                efficiency: efficiency_link,
+                ..Fabric::single_domain(tp, link_gbs, efficiency.link_latency_us)
+            },
             layers: f64::from(model.layers),
             hidden: f64::from(model.hidden_size),
             attention_width: f64::from(model.heads * model.head_dim),
@@ -244,6 +255,13 @@ impl PerfModel {
             operators: None,
             graph_sizes: Vec::new(),
         }
+    }
+
+    /// The same model laid out as `parallel` over `fabric` (its `tp` must be this model's).
+    pub fn with_layout(mut self, parallel: Parallelism, fabric: Fabric) -> PerfModel {
+        self.parallel = parallel;
+        self.fabric = fabric;
+        self
     }
 
     /// Times kernels from `operators` instead of the roofline; decode-only steps run as CUDA
@@ -291,7 +309,9 @@ impl PerfModel {
         } else {
             0.0
         };
-        (self.shared_params + experts_read) * self.weight_bytes_per_param / f64::from(self.tp)
+        (self.shared_params / f64::from(self.tp)
+            + experts_read / f64::from(self.parallel.stage_cards()))
+            * self.weight_bytes_per_param
     }
 
     pub fn step_time(&self, work: &StepWork) -> StepTime {
@@ -322,20 +342,36 @@ impl PerfModel {
             };
         }
         let tp = f64::from(self.tp);
+        // Attention replicas split the tokens; each replica's cards read its share of the KV.
+        let dp = f64::from(self.parallel.dp.max(1));
+        let local = work.tokens / dp;
         let flops = 2.0 * self.active_params * work.tokens
             + 4.0 * self.layers * self.attention_width * work.attention_pairs;
-        let compute = flops / (tp * self.peak_flops * eff.compute);
+        let compute = flops / (tp * dp * self.peak_flops * eff.compute);
         let bytes = self.weight_bytes_per_card(work.tokens)
-            + self.kv_bytes_per_position_per_card * work.kv_positions_read;
+            + self.kv_bytes_per_position_per_card * work.kv_positions_read / dp;
         let memory = bytes / (self.hbm_bytes_per_s * eff.memory);
-        let communication = if self.tp > 1 {
-            let message = work.tokens * self.hidden * 2.0;
+        let mut communication = if self.tp > 1 {
+            let message = local * self.hidden * 2.0;
             let per_all_reduce = 2.0 * tp.log2() * eff.link_latency_us * 1e-6
-                + 2.0 * (tp - 1.0) / tp * message / (self.link_bytes_per_s * eff.link);
+                + 2.0 * (tp - 1.0) / tp * message / (self.link_bytes_per_s * eff.link)
+                + self.fabric.cross_domain_all_reduce_s(self.tp, message);
             2.0 * self.layers * per_all_reduce
         } else {
             0.0
         };
+        if self.parallel.dp > 1 && self.experts > 1.0 {
+            // Tokens to their experts' cards and back, 16-bit, every layer.
+            let ranks = self.parallel.stage_cards();
+            let per_rank = work.tokens / f64::from(ranks) * self.experts_per_token * self.hidden;
+            communication += 2.0 * self.layers * self.fabric.all_to_all_s(ranks, per_rank * 2.0);
+        }
+        if self.parallel.pp > 1 {
+            communication += f64::from(self.parallel.pp - 1)
+                * self
+                    .fabric
+                    .stage_send_s(self.parallel.stage_cards(), local * self.hidden * 2.0);
+        }
         let graph = if work.prefill_tokens == 0.0 {
             self.graph_batch(work.decode_sequences)
         } else {

@@ -12,20 +12,24 @@ use serde::Serialize;
 use std::sync::Arc;
 
 use super::engine::{Engine, EngineConfig, EngineOptions};
+use super::fabric::Fabric;
 use super::operator_step::OperatorStep;
 use super::perf::{Efficiency, PerfModel, StepWork};
 use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
 use crate::catalog::band::CStarRange;
-use crate::catalog::memory::{memory_fit, LayoutRejected};
+use crate::catalog::memory::LayoutRejected;
 use crate::catalog::operators::{OperatorLibrary, OperatorTables};
 use crate::catalog::{
-    ActivationScales, Card, Dtype, EngineProfile, MemoryFit, MemoryOptions, Model,
+    memory_fit_layout, ActivationScales, Card, Dtype, EngineProfile, MemoryFit, MemoryOptions,
+    Model, Node, Parallelism,
 };
 use crate::slo::{format_seconds, Slo};
 use crate::stats::{statistic, Summary};
 use crate::workload::Workload;
 
-/// One serving instance to model: a model on `tp` cards linked by `interconnect`.
+/// One serving instance to model: a model on `tp` cards linked by `interconnect` — or, with
+/// `parallel` beyond tensor parallelism, on `parallel.cards()` cards, as many per scale-up
+/// domain as `domain_cards`, the domains joined by `scale_out_gbs` per card.
 #[derive(Debug, Clone)]
 pub struct Layout<'a> {
     pub model: &'a Model,
@@ -33,6 +37,13 @@ pub struct Layout<'a> {
     pub interconnect: String,
     pub tp: u32,
     pub memory: MemoryOptions,
+    /// The whole layout; its `tp` is `tp` above.
+    pub parallel: Parallelism,
+    /// Cards one scale-up link joins (a node's cards; 72 in an NVL72 rack).
+    pub domain_cards: u32,
+    /// The network between domains, GB/s per card one way (`None`: unknown, the instance
+    /// must stay in one domain).
+    pub scale_out_gbs: Option<f64>,
 }
 
 impl<'a> Layout<'a> {
@@ -44,7 +55,45 @@ impl<'a> Layout<'a> {
             interconnect: card.interconnect.clone(),
             tp,
             memory: MemoryOptions::default(),
+            parallel: Parallelism::tensor(tp),
+            domain_cards: tp.max(8),
+            scale_out_gbs: None,
         }
+    }
+
+    /// The same instance laid out as `parallel` on cards of `node` (its domain and network).
+    pub fn with_parallel(mut self, parallel: Parallelism, node: Option<&Node>) -> Layout<'a> {
+        self.tp = parallel.tp;
+        self.parallel = parallel;
+        if let Some(node) = node {
+            self.domain_cards = node.cards_per_node;
+            self.scale_out_gbs = node.scale_out_gbs_per_card;
+        }
+        self
+    }
+
+    /// The links between this instance's cards.
+    pub fn fabric(&self, efficiency: &Efficiency) -> Fabric {
+        let link_gbs = if self.interconnect == self.card.interconnect || self.interconnect == "none"
+        {
+            self.card.link_bandwidth_gbs
+        } else {
+            super::perf::pcie_bidirectional_gbs(self.card.pcie_gen)
+        };
+        Fabric {
+            domain_cards: self.domain_cards.max(1),
+            scale_up_bytes_per_s: link_gbs * 1e9 / 2.0,
+            scale_out_bytes_per_s: self.scale_out_gbs.map(|gbs| gbs * 1e9),
+            hop_latency_s: efficiency.link_latency_us * 1e-6,
+            efficiency: efficiency.link,
+        }
+    }
+
+    /// Independent batches in flight: a pipeline of `pp` stages keeps `pp` of them (vLLM's
+    /// and TensorRT-LLM's micro-batches), each with `1/pp` of the KV cache and of the
+    /// running requests — modelled as that many engines sharing the users.
+    pub fn virtual_engines(&self) -> u32 {
+        self.parallel.pp.max(1)
     }
 }
 
@@ -135,7 +184,7 @@ impl Calibration {
             efficiency,
             engine: engine.name.clone(),
             basis,
-            operators: tables.map(|t| Arc::new(t.clone())),
+            operators: tables.map(Arc::clone),
             graph_sizes: engine.cuda_graph_sizes.clone(),
             fp8_activation_scales: engine.fp8_activation_scales,
         }
@@ -172,6 +221,8 @@ pub struct PredictRequest {
     pub resolution: f64,
     pub seed: u64,
     pub engine: EngineOptions,
+    /// Requests measured per open-loop level (after a tenth as many of warm-up).
+    pub open_loop_requests: usize,
 }
 
 impl PredictRequest {
@@ -183,6 +234,7 @@ impl PredictRequest {
             resolution: 0.02,
             seed: 1,
             engine: EngineOptions::default(),
+            open_loop_requests: 1000,
         }
     }
 }
@@ -207,6 +259,10 @@ pub struct LevelResult {
     pub pass: bool,
     /// Which limits failed, with the figures.
     pub failed: Vec<String>,
+    /// The largest share of a limit the level used (statistic ÷ limit over TTFT and TPOT;
+    /// above 1 it failed): what the search interpolates C* on.
+    #[serde(skip)]
+    pub slo_ratio: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -214,6 +270,10 @@ pub struct Prediction {
     pub model: String,
     pub card: String,
     pub tp: u32,
+    /// The whole layout (`tp` is its tensor-parallel width).
+    pub parallel: Parallelism,
+    /// Nodes one instance spans (1 unless it needs more cards than a node has).
+    pub nodes: u32,
     pub interconnect: String,
     pub dtype: Dtype,
     pub workload: Workload,
@@ -240,6 +300,9 @@ pub struct Prediction {
     pub memory: MemoryFit,
     /// Instances per node the caller plans (users per node = instances × C*).
     pub instances_per_node: u32,
+    /// The same workers as a disaggregated deployment (prefill and decode pools), or why
+    /// not; set by the caller (`None`: not asked).
+    pub disaggregated: Option<Result<super::disagg::Disaggregated, String>>,
     pub elapsed_ms: f64,
 }
 
@@ -303,10 +366,14 @@ pub fn engine_for(
             ),
         });
     }
-    let fit = memory_fit(layout.model, layout.card, layout.tp, &layout.memory)?;
+    let fit = memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
     fit.dtype
         .runs_on(layout.card)
         .map_err(|reason| LayoutRejected { reason })?;
+    let fabric = layout.fabric(&calibration.efficiency);
+    if let Some(reason) = fabric.problem(&layout.parallel) {
+        return Err(LayoutRejected { reason });
+    }
     let mut perf = PerfModel::new(
         layout.model,
         layout.card,
@@ -315,25 +382,35 @@ pub fn engine_for(
         fit.dtype,
         fit.kv_dtype,
         calibration.efficiency,
-    );
+    )
+    .with_layout(layout.parallel, fabric);
     if let Some(tables) = &calibration.operators {
         // Tables that cannot time this model (a dtype or head size they were not measured
         // at) leave the roofline in place; the prediction's basis says which was used.
         if let Ok(step) = OperatorStep::new(
             Arc::clone(tables),
             layout.model,
-            layout.tp,
+            &layout.parallel,
             fit.dtype,
             fit.expert_dtype,
             fit.kv_dtype,
             layout.card.hbm_bandwidth_gbs,
         )
-        .map(|step| step.with_fp8_activation_scales(calibration.fp8_activation_scales))
-        {
+        .map(|step| {
+            step.with_fp8_activation_scales(calibration.fp8_activation_scales)
+                .with_fabric(fabric)
+        }) {
             perf = perf.with_operators(step, calibration.graph_sizes.clone());
         }
     }
-    let config = EngineConfig::with(fit.kv_tokens, options);
+    // Attention replicas each run the engine's batch limits; pipeline stages are separate
+    // engines (see `Layout::virtual_engines`), each with its share of the cache and limits.
+    let replicas = layout.parallel.dp.max(1);
+    let engines = layout.virtual_engines();
+    let mut options = *options;
+    options.max_running = (options.max_running * replicas as usize / engines as usize).max(1);
+    options.token_budget = (options.token_budget * u64::from(replicas)).max(1);
+    let config = EngineConfig::with(fit.kv_tokens / u64::from(engines), &options);
     Ok((Engine::new(config, perf, track_tokens), fit))
 }
 
@@ -396,6 +473,8 @@ pub fn evaluate_arrivals(
     start: ClosedStart,
 ) -> Result<LevelResult, LayoutRejected> {
     let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+    let engines = layout.virtual_engines();
+    let arrivals = arrivals.per_engine(engines);
     let (stagger_s, client_jitter_s) = match (arrivals, start) {
         (Arrivals::Closed { users }, ClosedStart::Staggered) => {
             (request_cycle_s(&engine, &request.workload, users), 0.0)
@@ -416,10 +495,10 @@ pub fn evaluate_arrivals(
     };
     let run = run_virtual(&mut engine, &spec);
     let (concurrency, rate) = match arrivals {
-        Arrivals::Closed { users } => (users, None),
-        Arrivals::Open { rate } | Arrivals::Paced { rate } => (0, Some(rate)),
+        Arrivals::Closed { users } => (users * engines, None),
+        Arrivals::Open { rate } | Arrivals::Paced { rate } => (0, Some(rate * f64::from(engines))),
     };
-    Ok(judge(concurrency, rate, &run, &request.slo))
+    Ok(judge(concurrency, rate, &run, &request.slo).across(engines))
 }
 
 /// Runs one closed-loop level and judges it against the SLO.
@@ -430,17 +509,21 @@ pub fn evaluate_level(
     concurrency: u32,
 ) -> Result<LevelResult, LayoutRejected> {
     let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
-    let users = concurrency.max(1) as usize;
-    let stagger_s = request_cycle_s(&engine, &request.workload, concurrency.max(1));
+    // A pipeline's users spread over its batches in flight; the fullest one is simulated.
+    let engines = layout.virtual_engines();
+    let per_engine = concurrency.max(1).div_ceil(engines);
+    let users = per_engine as usize;
+    let stagger_s = request_cycle_s(&engine, &request.workload, per_engine);
     let spec = RunSpec {
-        arrivals: Arrivals::Closed {
-            users: concurrency.max(1),
-        },
+        arrivals: Arrivals::Closed { users: per_engine },
         workload: request.workload.clone(),
-        warmup_requests: users.max(10),
-        // Enough for a stable p90/p99 at small concurrency, about 3 rounds of every user at
-        // large, capped to keep a prediction well under a second.
-        measured_requests: (3 * users).clamp(60, 3000),
+        // Users start spread over one request cycle (`stagger_s`), so the engine is near its
+        // steady state from the start: half a round of warm-up settles the rest.
+        warmup_requests: (users / 2).max(10),
+        // Enough for a stable p90/p99 at small concurrency, two rounds of every user at
+        // large, capped (1 500 requests put a p90 within about 1.5 % of itself) to keep a
+        // plan over the whole catalog's cards in its time budget.
+        measured_requests: (2 * users).clamp(60, 1500),
         seed: request.seed,
         client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
         stagger_s,
@@ -448,7 +531,7 @@ pub fn evaluate_level(
         request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
     };
     let run = run_virtual(&mut engine, &spec);
-    Ok(judge(concurrency, None, &run, &request.slo))
+    Ok(judge(concurrency, None, &run, &request.slo).across(engines))
 }
 
 /// Runs one open-loop level (Poisson arrivals at `rate` per second) and judges it.
@@ -459,11 +542,14 @@ pub fn evaluate_rate(
     rate: f64,
 ) -> Result<LevelResult, LayoutRejected> {
     let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+    let engines = layout.virtual_engines();
     let spec = RunSpec {
-        arrivals: Arrivals::Open { rate },
+        arrivals: Arrivals::Open {
+            rate: rate / f64::from(engines),
+        },
         workload: request.workload.clone(),
-        warmup_requests: 100,
-        measured_requests: 1000,
+        warmup_requests: (request.open_loop_requests / 10).max(30),
+        measured_requests: request.open_loop_requests.max(100),
         seed: request.seed,
         client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
         stagger_s: 0.0,
@@ -471,7 +557,21 @@ pub fn evaluate_rate(
         request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
     };
     let run = run_virtual(&mut engine, &spec);
-    Ok(judge(0, Some(rate), &run, &request.slo))
+    Ok(judge(0, Some(rate), &run, &request.slo).across(engines))
+}
+
+impl LevelResult {
+    /// One engine's level as the instance's when `engines` like it run side by side (a
+    /// pipeline's batches in flight): throughput and requests in flight add up, latencies
+    /// stay.
+    fn across(mut self, engines: u32) -> LevelResult {
+        let n = f64::from(engines.max(1));
+        self.output_tokens_per_s *= n;
+        self.requests_per_s *= n;
+        self.mean_in_flight *= n;
+        self.mean_batch *= n;
+        self
+    }
 }
 
 fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo) -> LevelResult {
@@ -488,6 +588,7 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
     };
     let mut failed = Vec::new();
     let ttft_stat = statistic(&ttfts, slo.percentile);
+    let mut slo_ratio = ttft_stat / slo.ttft_s;
     if ttft_stat.is_nan() || ttft_stat > slo.ttft_s {
         failed.push(format!(
             "TTFT {} {} > {}",
@@ -498,6 +599,9 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
     }
     if let Some(limit) = slo.tpot_s {
         let tpot_stat = statistic(&tpots, slo.percentile);
+        if !tpots.is_empty() {
+            slo_ratio = slo_ratio.max(tpot_stat / limit);
+        }
         if !tpots.is_empty() && (tpot_stat.is_nan() || tpot_stat > limit) {
             failed.push(format!(
                 "TPOT {} {} > {}",
@@ -529,6 +633,11 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
         preemptions: run.preemptions,
         pass: failed.is_empty(),
         failed,
+        slo_ratio: if slo_ratio.is_finite() {
+            slo_ratio
+        } else {
+            f64::INFINITY
+        },
     }
 }
 
@@ -553,6 +662,8 @@ fn predict_shell(
         model: layout.model.name.clone(),
         card: layout.card.name.clone(),
         tp: layout.tp,
+        parallel: layout.parallel,
+        nodes: layout.parallel.cards().div_ceil(layout.domain_cards.max(1)),
         interconnect: layout.interconnect.clone(),
         dtype: memory.dtype,
         workload: request.workload.clone(),
@@ -569,6 +680,7 @@ fn predict_shell(
         engine: *engine.config(),
         memory,
         instances_per_node: 1,
+        disaggregated: None,
         elapsed_ms: 0.0,
     })
 }
@@ -583,9 +695,12 @@ pub fn predict(
     let started = Instant::now();
     let mut prediction = predict_shell(layout, calibration, request)?;
     let mut levels: BTreeMap<u32, LevelResult> = BTreeMap::new();
-    let mut evaluate = |c: u32| -> Result<bool, LayoutRejected> {
+    // Each level's share of the SLO used, by users.
+    let mut ratios: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut evaluate = |c: u32, ratios: &mut BTreeMap<u32, f64>| -> Result<bool, LayoutRejected> {
         let result = evaluate_level(layout, calibration, request, c)?;
         let pass = result.pass;
+        ratios.insert(c, result.slo_ratio);
         levels.insert(c, result);
         Ok(pass)
     };
@@ -595,7 +710,7 @@ pub fn predict(
     let mut first_fail = None;
     let mut c = 1;
     loop {
-        if evaluate(c)? {
+        if evaluate(c, &mut ratios)? {
             last_pass = c;
             if c >= max {
                 break;
@@ -613,8 +728,20 @@ pub fn predict(
             if high - low <= width {
                 break;
             }
-            let mid = low + (high - low) / 2;
-            if evaluate(mid)? {
+            // Where the SLO's share crosses 1 between the bracket's ends, interpolated (latency
+            // grows smoothly with users), kept off the ends so the bracket always shrinks by
+            // a fifth at least: a few levels fewer than halving, and the largest levels are
+            // the costly ones.
+            let ratio = |c: u32| ratios.get(&c).copied().unwrap_or(f64::NAN);
+            let (r_low, r_high) = (ratio(low), ratio(high));
+            let share = if r_low.is_finite() && r_high.is_finite() && r_high > r_low {
+                ((1.0 - r_low) / (r_high - r_low)).clamp(0.2, 0.8)
+            } else {
+                0.5
+            };
+            let mid =
+                (low + (f64::from(high - low) * share).round() as u32).clamp(low + 1, high - 1);
+            if evaluate(mid, &mut ratios)? {
                 low = mid;
             } else {
                 high = mid;
@@ -678,7 +805,22 @@ pub fn predict_rate(
                 1.0
             };
             let ceiling = f64::from(request.max_concurrency.max(1)) * rate;
-            loop {
+            // One user's rate already fails where a request alone keeps its server busy (a
+            // prompt-only worker): halve until a rate passes, a thousandth of it at most.
+            let floor = rate / 1024.0;
+            while rate > floor && !evaluate(rate)? {
+                first_fail = Some(rate);
+                rate /= 2.0;
+            }
+            if first_fail.is_some() {
+                if rate > floor {
+                    last_pass = rate;
+                }
+            } else {
+                last_pass = rate;
+                rate = (rate * 2.0).min(ceiling);
+            }
+            while first_fail.is_none() && last_pass < ceiling {
                 if evaluate(rate)? {
                     last_pass = rate;
                     if rate >= ceiling {

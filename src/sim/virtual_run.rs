@@ -30,6 +30,22 @@ pub enum Arrivals {
 }
 
 impl Arrivals {
+    /// One of `engines` equal engines' share of these arrivals (users rounded up).
+    pub fn per_engine(self, engines: u32) -> Arrivals {
+        let n = engines.max(1);
+        match self {
+            Arrivals::Closed { users } => Arrivals::Closed {
+                users: users.div_ceil(n),
+            },
+            Arrivals::Open { rate } => Arrivals::Open {
+                rate: rate / f64::from(n),
+            },
+            Arrivals::Paced { rate } => Arrivals::Paced {
+                rate: rate / f64::from(n),
+            },
+        }
+    }
+
     /// Arrivals at a rate, independent of how fast the server answers.
     pub fn is_open_loop(&self) -> bool {
         !matches!(self, Arrivals::Closed { .. })

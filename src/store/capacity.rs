@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::catalog::band::CStarRange;
 use crate::catalog::names::{find, suggestion};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Parallelism};
 use crate::error::InputError;
 use crate::slo::{Percentile, Slo};
 use crate::workload::ThinkTime;
@@ -51,6 +51,9 @@ pub struct CapacityPoint {
     #[serde(skip_serializing_if = "is_one")]
     pub instances_per_card: u32,
     pub tp: u32,
+    /// The whole layout (table columns `pp`, `ep`, `attention_dp`; `tp` is its width).
+    #[serde(skip_serializing_if = "Parallelism::is_tensor_only")]
+    pub parallel: Parallelism,
     /// C*: the most concurrent users one instance held within the SLO.
     pub users_per_instance: f64,
     pub slo: Slo,
@@ -83,7 +86,10 @@ fn is_one(value: &u32) -> bool {
 }
 
 const REQUIRED: [&str; 4] = ["model", "card", "tp", "users_per_instance"];
-const OPTIONAL: [&str; 15] = [
+const OPTIONAL: [&str; 18] = [
+    "pp",
+    "ep",
+    "attention_dp",
     "ttft_slo_s",
     "instances_per_card",
     "card_memory_gib",
@@ -238,6 +244,15 @@ pub fn parse_capacity_csv(
                 "instances_per_card {instances_per_card} shares one card between instances; tp must be 1, not {tp}"
             )));
         }
+        let parallel = Parallelism {
+            tp,
+            pp: count("pp")?.unwrap_or(1),
+            dp: count("attention_dp")?.unwrap_or(1),
+            ep: count("ep")?.unwrap_or(1),
+        };
+        if let Some(problem) = parallel.problem(model) {
+            return Err(bad(format!("{problem} (columns tp, pp, attention_dp, ep)")));
+        }
         let tpot_s = number("tpot_slo_ms")?.map(|ms| ms / 1e3);
         let e2e_mean_s = number("e2e_mean_s")?;
         let output_tokens = number("output_tokens_mean")?;
@@ -245,10 +260,10 @@ pub fn parse_capacity_csv(
         let instances_per_node = count("instances_per_node")?;
         if let Some(cards) = cards_per_node {
             let instances = instances_per_node.unwrap_or(1);
-            if instances * tp > cards {
+            if parallel.cards() <= cards && instances * parallel.cards() > cards {
                 return Err(bad(format!(
-                    "{instances} instances of tp {tp} need {} cards, more than cards_per_node {cards}",
-                    instances * tp
+                    "{instances} instances of {parallel} need {} cards, more than cards_per_node {cards}",
+                    instances * parallel.cards()
                 )));
             }
         }
@@ -291,6 +306,7 @@ pub fn parse_capacity_csv(
             instances_per_node,
             instances_per_card,
             tp,
+            parallel,
             users_per_instance,
             slo: Slo {
                 ttft_s,

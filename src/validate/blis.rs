@@ -120,6 +120,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
                 model: model.name.clone(),
                 card: "H100-SXM".into(),
                 tp: row.tp,
+                parallel: crate::catalog::Parallelism::tensor(row.tp),
                 dtype: None,
                 kv_dtype: None,
                 engine: "vllm".into(),
@@ -161,5 +162,6 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
         comparisons,
         skipped,
         total_rows: rows.len(),
+        model_class: "dense",
     })
 }

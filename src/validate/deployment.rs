@@ -1,7 +1,7 @@
 //! A measured deployment as capplan predicts it: the layout, the engine profile, the workload
 //! and the load, simulated exactly as `predict` would.
 
-use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions};
+use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism};
 use crate::sim::engine::EngineOptions;
 use crate::sim::predict::{
     engine_for, evaluate_arrivals, step_basis, Calibration, ClosedStart, Layout, LevelResult,
@@ -17,6 +17,8 @@ pub struct Deployment {
     pub model: String,
     pub card: String,
     pub tp: u32,
+    /// The layout beyond `tp` (expert and attention-data parallelism, pipeline stages).
+    pub parallel: Parallelism,
     /// Weight format; `None` is the model's own.
     pub dtype: Option<Dtype>,
     pub kv_dtype: Option<Dtype>,
@@ -92,11 +94,14 @@ impl Deployment {
             None => catalog.engine(&self.engine).map_err(|e| e.to_string())?,
         };
         let longest = u64::from(self.input_tokens.max()) + u64::from(self.output_tokens.max());
+        // The card's largest node shape: its scale-up domain and network, for a layout that
+        // spans more than one node's cards.
+        let node = catalog
+            .nodes
+            .iter()
+            .filter(|n| n.card == card.name && n.interconnect == card.interconnect)
+            .max_by_key(|n| n.cards_per_node);
         let layout = Layout {
-            model,
-            card,
-            interconnect: card.interconnect.clone(),
-            tp: self.tp,
             memory: MemoryOptions {
                 dtype: self.dtype,
                 kv_dtype: self.kv_dtype,
@@ -104,7 +109,9 @@ impl Deployment {
                 context_tokens: Some(longest.min(u64::from(u32::MAX)) as u32),
                 ..MemoryOptions::default()
             },
-        };
+            ..Layout::on_card(model, card, self.tp)
+        }
+        .with_parallel(self.parallel, node);
         let mut calibration =
             Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
         if self.roofline {

@@ -82,6 +82,9 @@ pub struct TableSource {
     pub comparisons: Vec<Comparison>,
     pub skipped: SkipReasons,
     pub total_rows: usize,
+    /// The models its C* sweeps measure, as error bands are kept apart: `dense` or
+    /// `mixture of experts`.
+    pub model_class: &'static str,
 }
 
 /// One row, predicted.
@@ -125,6 +128,8 @@ pub struct GroupScore {
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceScore {
     pub source: String,
+    /// `dense` or `mixture of experts` (see [`TableSource::model_class`]).
+    pub model_class: String,
     pub file: String,
     pub split: String,
     pub total_rows: usize,
@@ -288,12 +293,16 @@ pub fn score_groups(rows: &[ComparedRow]) -> Vec<GroupScore> {
 /// The C* error bands of held-out sweeps in `scores`, per engine and basis class, pooled over
 /// the SLOs; `source` says what they were measured on.
 pub fn bands(scores: &[&SourceScore], source: &str) -> Vec<crate::catalog::band::ErrorBand> {
-    let mut pooled: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    let mut pooled: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
     for score in scores {
         for c in &score.c_star {
             if c.subset == silicon::HELD_OUT {
                 pooled
-                    .entry((c.engine.clone(), c.basis_class.clone()))
+                    .entry((
+                        score.model_class.clone(),
+                        c.engine.clone(),
+                        c.basis_class.clone(),
+                    ))
                     .or_default()
                     .extend(&c.errors);
             }
@@ -301,9 +310,10 @@ pub fn bands(scores: &[&SourceScore], source: &str) -> Vec<crate::catalog::band:
     }
     pooled
         .into_iter()
-        .filter_map(|((engine, basis), errors)| {
+        .filter_map(|((models, engine, basis), errors)| {
             let stats = ErrorStats::of(&errors)?;
             Some(crate::catalog::band::ErrorBand {
+                models,
                 engine,
                 basis,
                 n: stats.n,
@@ -319,15 +329,15 @@ pub fn bands(scores: &[&SourceScore], source: &str) -> Vec<crate::catalog::band:
 /// `hardware/bands.toml` text for `bands`.
 pub fn bands_toml(bands: &[crate::catalog::band::ErrorBand]) -> String {
     let mut text = String::from(
-        "# How wrong predicted C* may be, per engine profile and step-time basis: the 10th and 90th\n\
-         # percentile of (predicted − measured) / measured C* over held-out sweeps of public\n\
+        "# How wrong predicted C* may be, per model class, engine profile and step-time basis: the\n\
+         # 10th and 90th percentile of (predicted − measured) / measured C* over held-out sweeps of public\n\
          # measurements. Written by `capplan validate --write-bands hardware/bands.toml`; predictions\n\
          # show the range the measured C* is expected in with 80 % odds.\n",
     );
     for band in bands {
         text.push_str(&format!(
-            "\n[[band]]\nengine = \"{}\"\nbasis = \"{}\"\nn = {}\nlow = {:.4}\nhigh = {:.4}\nmedian_abs = {:.4}\nsource = \"{}\"\n",
-            band.engine, band.basis, band.n, band.low, band.high, band.median_abs, band.source
+            "\n[[band]]\nmodels = \"{}\"\nengine = \"{}\"\nbasis = \"{}\"\nn = {}\nlow = {:.4}\nhigh = {:.4}\nmedian_abs = {:.4}\nsource = \"{}\"\n",
+            band.models, band.engine, band.basis, band.n, band.low, band.high, band.median_abs, band.source
         ));
     }
     text
@@ -344,6 +354,7 @@ pub fn score_source(
     let groups = score_groups(&rows);
     let c_star = cstar::score(&rows);
     SourceScore {
+        model_class: source.model_class.to_string(),
         source: source.name,
         file: source.file,
         split: source.split,

@@ -1,13 +1,14 @@
 //! NVIDIA AIConfigurator's measured deployments (`silicon_sample.csv`): mean TTFT and TPOT of
 //! vLLM, SGLang and TensorRT-LLM serving a fixed input/output length at a fixed per-instance
-//! concurrency, on H100 to GB300. This module reads the dense, aggregated (not disaggregated)
-//! rows; MoE and disaggregated rows are listed as skipped with their count.
+//! concurrency, on H100 to GB300. This module reads the aggregated (not disaggregated) rows as
+//! two sources: dense models, and mixtures of experts with their expert-parallel and
+//! attention-data-parallel layouts; disaggregated rows are listed as skipped with their count.
 
 use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
-use crate::catalog::{Catalog, Dtype};
+use crate::catalog::{Catalog, Dtype, Model, Parallelism};
 use crate::error::InputError;
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
@@ -35,6 +36,10 @@ pub struct SiliconRow {
     pub tp_size: Option<u32>,
     pub pp_size: Option<u32>,
     pub attention_dp_size: Option<u32>,
+    #[serde(default)]
+    pub moe_quant_mode: String,
+    pub moe_tp_size: Option<u32>,
+    pub moe_ep_size: Option<u32>,
     pub silicon_ttft_ms: f64,
     pub silicon_tpot_ms: f64,
     /// When the collection was made (`YYYY-MM-DD`), where recorded.
@@ -83,11 +88,44 @@ fn dtype_of(mode: &str) -> Result<Option<Dtype>, String> {
     }
 }
 
+/// Which models' rows a source scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelClass {
+    Dense,
+    Mixture,
+}
+
+/// The layout of a mixture-of-experts row, or why it cannot be read: AIConfigurator records
+/// the attention's tp and dp and the experts' tp and ep, whose products must agree (both are
+/// the stage's cards).
+fn moe_parallelism(row: &SiliconRow, model: &Model) -> Result<Parallelism, String> {
+    let tp = row.tp_size.unwrap_or(1).max(1);
+    let dp = row.attention_dp_size.unwrap_or(1).max(1);
+    let (moe_tp, ep) = (
+        row.moe_tp_size.unwrap_or(1).max(1),
+        row.moe_ep_size.unwrap_or(1).max(1),
+    );
+    if tp * dp != moe_tp * ep {
+        return Err("attention tp × dp differs from experts' tp × ep".into());
+    }
+    let parallel = Parallelism {
+        tp,
+        pp: row.pp_size.unwrap_or(1).max(1),
+        dp,
+        ep,
+    };
+    match parallel.problem(model) {
+        Some(problem) => Err(format!("layout not modelled: {problem}")),
+        None => Ok(parallel),
+    }
+}
+
 /// The rows of this source as deployments to predict, with the measured figures.
 pub fn comparisons(
     catalog: &Catalog,
     rows: &[SiliconRow],
     skipped: &mut SkipReasons,
+    class: ModelClass,
 ) -> Vec<Comparison> {
     let mut out = Vec::new();
     for row in rows {
@@ -103,14 +141,33 @@ pub fn comparisons(
             skipped.add(format!("model {} not in the catalog", row.model_path));
             continue;
         };
-        if model.experts.is_some() {
-            skipped.add("mixture-of-experts model (scored by the next issue's work)");
-            continue;
+        let mixture = model.experts.is_some_and(|e| e > 1);
+        match (class, mixture) {
+            (ModelClass::Dense, true) => {
+                skipped.add("mixture-of-experts model (the MoE source scores it)");
+                continue;
+            }
+            (ModelClass::Mixture, false) => {
+                skipped.add("dense model (the dense source scores it)");
+                continue;
+            }
+            _ => {}
         }
-        if row.pp_size.unwrap_or(1) > 1 || row.attention_dp_size.unwrap_or(1) > 1 {
-            skipped.add("pipeline or attention-data parallelism");
-            continue;
-        }
+        let parallel = if mixture {
+            match moe_parallelism(row, model) {
+                Ok(parallel) => parallel,
+                Err(why) => {
+                    skipped.add(why);
+                    continue;
+                }
+            }
+        } else {
+            if row.pp_size.unwrap_or(1) > 1 || row.attention_dp_size.unwrap_or(1) > 1 {
+                skipped.add("pipeline or attention-data parallelism");
+                continue;
+            }
+            Parallelism::tensor(row.tp_size.unwrap_or(1))
+        };
         let Some(card) = catalog
             .cards
             .iter()
@@ -119,7 +176,14 @@ pub fn comparisons(
             skipped.add(format!("system {} has no card in the catalog", row.system));
             continue;
         };
+        // A checkpoint that quantises only its experts runs as shipped when the row names
+        // the experts' own format: gpt-oss's MXFP4 experts beside BF16 attention, which the
+        // collection labels `nvfp4` on every card (Hopper included, which has no FP4), and
+        // Kimi-K2.5's INT4 experts (`int4_wo`). Kimi's `nvfp4` rows are NVIDIA's NVFP4
+        // re-quantisation: every weight in FP4.
+        let own = model.expert_dtype.as_deref().map(str::to_ascii_lowercase);
         let dtype = match dtype_of(&row.gemm_quant_mode) {
+            Ok(asked) if runs_as_shipped(own.as_deref(), asked) => None,
             Ok(dtype) => dtype,
             Err(what) => {
                 skipped.add(format!("{what} not modelled"));
@@ -143,6 +207,7 @@ pub fn comparisons(
                 model: model.name.clone(),
                 card: card.name.clone(),
                 tp,
+                parallel,
                 dtype,
                 kv_dtype,
                 engine,
@@ -204,6 +269,15 @@ fn engine_profile_name(row: &SiliconRow) -> String {
     }
 }
 
+/// Whether a row asking for `asked` runs a checkpoint whose experts ship in `own`.
+fn runs_as_shipped(own: Option<&str>, asked: Option<Dtype>) -> bool {
+    match (own, asked) {
+        (Some("mxfp4"), _) => true,
+        (Some(own), Some(asked)) => own.parse::<Dtype>().is_ok_and(|own| own == asked),
+        _ => false,
+    }
+}
+
 /// The per-iteration token budget the collection's deployments ran with, which the sample
 /// does not record. AIConfigurator generated them and its own estimator assumes one prompt's
 /// worth of context tokens per iteration; the engines' defaults are the alternative. Which of
@@ -221,13 +295,15 @@ fn deployed_budget(backend: &str, isl: u32) -> Option<u64> {
 /// Rows of one sweep: the same deployment at several concurrencies.
 fn sweep_key(row: &SiliconRow) -> String {
     format!(
-        "{}|{}|{}|{}|{}|tp{}|{}x{}|{}",
+        "{}|{}|{}|{}|{}|tp{}dp{}ep{}|{}x{}|{}",
         row.backend,
         row.backend_version,
         row.model_path,
         row.system,
         row.gemm_quant_mode,
         row.tp_size.unwrap_or(1),
+        row.attention_dp_size.unwrap_or(1),
+        row.moe_ep_size.unwrap_or(1),
         row.isl,
         row.osl,
         row.mode
@@ -240,7 +316,7 @@ fn sweep_key(row: &SiliconRow) -> String {
 pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
     let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
     let mut skipped = SkipReasons::default();
-    let mut comparisons = comparisons(catalog, &rows, &mut skipped);
+    let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Dense);
     for comparison in &mut comparisons {
         comparison.subset = if is_fit_row(&comparison.group, &comparison.deployment.model) {
             FIT_SUBSET.into()
@@ -258,6 +334,30 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
         comparisons,
         skipped,
         total_rows: rows.len(),
+        model_class: "dense",
+    })
+}
+
+/// The mixture-of-experts aggregated rows (DeepSeek-R1/V3, Qwen3-235B, gpt-oss-120b, …):
+/// all held out — nothing is fitted on them, the engine profiles' constants come from the
+/// dense sources.
+pub fn moe_source(catalog: &Catalog) -> Result<TableSource, InputError> {
+    let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
+    let mut skipped = SkipReasons::default();
+    let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Mixture);
+    for comparison in &mut comparisons {
+        comparison.subset = HELD_OUT.into();
+    }
+    Ok(TableSource {
+        name: "AIConfigurator silicon sample, mixture of experts aggregated".into(),
+        file: FIXTURE_NAME.into(),
+        split: "every row held out: no constant is fitted on a mixture-of-experts row (the \
+                engine profiles' overheads come from the dense sources)"
+            .into(),
+        comparisons,
+        skipped,
+        total_rows: rows.len(),
+        model_class: "mixture of experts",
     })
 }
 
@@ -300,6 +400,10 @@ mod tests {
             "meta-llama/Llama-3.1-70B",
             "Qwen/Qwen3-32B",
             "nvidia/Qwen3-32B-NVFP4",
+            "MiniMaxAI/MiniMax-M2.5",
+            "nvidia/MiniMax-M2.5-NVFP4",
+            "moonshotai/Kimi-K2.5",
+            "nvidia/Kimi-K2.5-NVFP4",
         ] {
             assert!(catalog.model(&catalog_model_name(path)).is_ok(), "{path}");
         }
@@ -311,7 +415,7 @@ mod tests {
         let rows = read_rows(FIXTURE, FIXTURE_NAME).unwrap();
         assert!(rows.len() > 5000, "{}", rows.len());
         let mut skipped = SkipReasons::default();
-        let comparisons = comparisons(&catalog, &rows, &mut skipped);
+        let comparisons = comparisons(&catalog, &rows, &mut skipped, ModelClass::Dense);
         // Every engine has dense aggregated rows on a card the catalog knows (the dense vLLM
         // rows were all collected before 0.14).
         for engine in ["vllm-0.13", "sglang", "trtllm"] {
@@ -325,6 +429,33 @@ mod tests {
             rows.len(),
             "every row is compared or skipped with a reason"
         );
+    }
+
+    /// MiniMax-M2.5's and Kimi-K2.5's aggregated rows map to the catalog and are scored by the
+    /// mixture-of-experts source: every one that is not a repeat, with its layout read.
+    #[test]
+    fn the_2026_mixtures_rows_are_scored() {
+        let catalog = Catalog::shipped().unwrap();
+        let rows = read_rows(FIXTURE, FIXTURE_NAME).unwrap();
+        let mut skipped = SkipReasons::default();
+        let comparisons = comparisons(&catalog, &rows, &mut skipped, ModelClass::Mixture);
+        for (path, model) in [
+            ("MiniMaxAI/MiniMax-M2.5", "minimax-m2.5"),
+            ("moonshotai/Kimi-K2.5", "kimi-k2.5"),
+        ] {
+            let aggregated = rows
+                .iter()
+                .filter(|r| {
+                    r.model_path == path && r.mode == "agg" && r.same_measurement_as.is_empty()
+                })
+                .count();
+            let scored = comparisons
+                .iter()
+                .filter(|c| c.deployment.model == model)
+                .count();
+            assert!(aggregated > 100, "{path}: {aggregated}");
+            assert_eq!(scored, aggregated, "{path}: {skipped:?}");
+        }
     }
 
     #[test]

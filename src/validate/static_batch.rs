@@ -107,6 +107,9 @@ fn predict(
         card,
         interconnect: card.interconnect.clone(),
         tp: row.tp,
+        parallel: crate::catalog::Parallelism::tensor(row.tp),
+        domain_cards: row.tp.max(8),
+        scale_out_gbs: None,
         memory: MemoryOptions {
             dtype: timed.dtype,
             context_tokens: Some(row.input_tokens + row.output_tokens),

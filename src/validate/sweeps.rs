@@ -146,6 +146,7 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 model: model.name.clone(),
                 card: card.to_string(),
                 tp: row.tp,
+                parallel: crate::catalog::Parallelism::tensor(row.tp),
                 dtype: Some(dtype),
                 kv_dtype,
                 engine: file.engine.to_string(),
@@ -180,5 +181,6 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
         comparisons,
         skipped,
         total_rows: rows.len(),
+        model_class: "dense",
     })
 }

@@ -28,6 +28,21 @@ pub async fn capplan_beside_the_stub<S: AsRef<str>>(args: &[S]) -> Run {
     .expect("the capplan run")
 }
 
+/// `capplan predict` of DeepSeek-R1 on H200s at TTFT ≤ 2 s, then `extra` flags.
+pub fn predict_r1(extra: &[&str]) -> Run {
+    let mut args = vec![
+        "predict",
+        "--model",
+        "deepseek-r1",
+        "--card",
+        "H200",
+        "--ttft",
+        "2s",
+    ];
+    args.extend(extra);
+    capplan(&args)
+}
+
 pub fn capplan(args: &[&str]) -> Run {
     capplan_in(env!("CARGO_MANIFEST_DIR").into(), args)
 }

@@ -12,6 +12,13 @@
 //! newest engine version with data is
 //! taken per operator family, and each file says which. A GEMM is never slower than the one
 //! measured for more tokens of the same shape (kernel-selection noise at small batches).
+//!
+//! Mixture-of-experts layers are kept whole, as the engines' fused kernels ran them: per
+//! expert format, model shape (only the shapes of the catalog's models) and expert layout
+//! (experts' tp × ep), the fastest kernel along the layer's tokens, with routing skewed as
+//! real traffic is (AIConfigurator's `power_law_1.01` distribution, its default family).
+//! Latent attention (DeepSeek's MLA) has tables of its own: heads per card × sequences ×
+//! length, per KV format.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,8 +29,13 @@ use anyhow::{anyhow, Context};
 use polars::prelude::{DataFrame, DataType, ParquetReader, SerReader};
 
 /// Systems reduced by default: those the catalog's cards name (`operators = "…"`).
-pub const DEFAULT_SYSTEMS: [&str; 5] = ["a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "l40s"];
+pub const DEFAULT_SYSTEMS: [&str; 8] = [
+    "a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "l40s",
+];
 const ENGINES: [&str; 3] = ["vllm", "sglang", "trtllm"];
+/// The routing skew MoE layers are kept at: AIConfigurator's power-law family at its mildest
+/// collected exponent (its models use `power_law` with a per-model exponent of 1.01 or 1.2).
+const MOE_DISTRIBUTION: &str = "power_law_1.01";
 /// Where the data sits in an AIConfigurator checkout.
 const DATA_PATH: &str = "aic-core/src/aiconfigurator_core/systems/data";
 
@@ -50,7 +62,11 @@ impl fmt::Display for ConvertSummary {
 
 /// Converts the AIConfigurator data under `from` (the repository, or its `systems/data`
 /// folder) for the catalog's systems into `out/<system>/<engine>.csv`.
-pub fn convert_aiconfigurator(from: &Path, out: &Path) -> anyhow::Result<ConvertSummary> {
+pub fn convert_aiconfigurator(
+    from: &Path,
+    out: &Path,
+    moe_shapes: &[String],
+) -> anyhow::Result<ConvertSummary> {
     let data = if from.join(DATA_PATH).is_dir() {
         from.join(DATA_PATH)
     } else {
@@ -66,7 +82,7 @@ pub fn convert_aiconfigurator(from: &Path, out: &Path) -> anyhow::Result<Convert
             ));
         }
         for engine in ENGINES {
-            let Some(text) = convert_one(&dir, system, engine)? else {
+            let Some(text) = convert_one(&dir, system, engine, moe_shapes)? else {
                 continue;
             };
             let path = out.join(system).join(format!("{engine}.csv"));
@@ -206,6 +222,15 @@ fn fill(row: &mut [f64]) -> usize {
     filled
 }
 
+/// Each value at most every later one (values of a larger problem along an axis).
+fn never_slower_than_larger(row: &mut [f64]) {
+    for i in (0..row.len().saturating_sub(1)).rev() {
+        if row[i + 1].is_finite() {
+            row[i] = row[i].min(row[i + 1]);
+        }
+    }
+}
+
 /// `12.3`, `0.0456`, `1230` — three significant digits.
 fn number(v: f64) -> String {
     if v >= 1000.0 {
@@ -269,7 +294,12 @@ fn grid2(leading: &[f64], last: &[f64], points: &[(f64, f64, f64)]) -> (Vec<Vec<
     (grid, filled)
 }
 
-fn convert_one(dir: &Path, system: &str, engine: &str) -> anyhow::Result<Option<Converted>> {
+fn convert_one(
+    dir: &Path,
+    system: &str,
+    engine: &str,
+    moe_shapes: &[String],
+) -> anyhow::Result<Option<Converted>> {
     let gemm_dir = dir.join("gemm").join(engine);
     let attention_dir = dir.join("attention").join(engine);
     let (Some(gemm_version), Some(attention_version)) = (
@@ -631,6 +661,172 @@ fn convert_one(dir: &Path, system: &str, engine: &str) -> anyhow::Result<Option<
         }
     }
 
+    // Fused MoE layers.
+    // MoE layers and latent attention only from the GEMMs' own engine version: another
+    // release runs other kernels with other overheads (vLLM 0.14's latent attention on H200
+    // costs 160 µs a layer at any batch, its 0.24 GEMMs a fraction of that), and mixing them
+    // in one step would time a step no release runs.
+    let moe_dir = dir.join("moe").join(engine);
+    let moe_version = moe_dir
+        .join(&gemm_version)
+        .join("moe_perf.parquet")
+        .is_file()
+        .then(|| gemm_version.clone());
+    if let Some(version) = &moe_version {
+        let df = read(
+            &dir.join("moe")
+                .join(engine)
+                .join(version)
+                .join("moe_perf.parquet"),
+        )?;
+        let (dtype, hidden, inter, topk, experts) = (
+            strings(&df, "moe_dtype")?,
+            floats(&df, "hidden_size")?,
+            floats(&df, "inter_size")?,
+            floats(&df, "topk")?,
+            floats(&df, "num_experts")?,
+        );
+        let (tp, ep, tokens, distribution, latency) = (
+            floats(&df, "moe_tp_size")?,
+            floats(&df, "moe_ep_size")?,
+            floats(&df, "num_tokens")?,
+            strings(&df, "distribution")?,
+            floats(&df, "latency")?,
+        );
+        let token_axis = powers(1.0, largest_power_below(max(&tokens)).min(16384.0));
+        let mut fastest: BTreeMap<(String, u64, u64), BTreeMap<usize, f64>> = BTreeMap::new();
+        for i in 0..tokens.len() {
+            let shape = format!(
+                "h{}.i{}.k{}.e{}",
+                hidden[i] as u64, inter[i] as u64, topk[i] as u64, experts[i] as u64
+            );
+            // Experts split at most eight ways inside (one node's tensor parallelism).
+            if distribution[i] != MOE_DISTRIBUTION || !moe_shapes.contains(&shape) || tp[i] > 8.0 {
+                continue;
+            }
+            let Some(t) = token_axis.iter().position(|v| *v == tokens[i]) else {
+                continue;
+            };
+            let name = if dtype[i] == "bfloat16" {
+                "bf16"
+            } else {
+                dtype[i].as_str()
+            };
+            let curve = fastest
+                .entry((format!("{name}.{shape}"), tp[i] as u64, ep[i] as u64))
+                .or_default();
+            let cell = curve.entry(t).or_insert(f64::INFINITY);
+            *cell = cell.min(latency[i]);
+        }
+        let mut any = false;
+        for ((variant, tp, ep), curve) in fastest {
+            let mut row = vec![f64::NAN; token_axis.len()];
+            for (t, l) in curve {
+                row[t] = (l * 1000.0).ln();
+            }
+            // A curve measured at fewer than half the token counts is left out rather than
+            // extrapolated across most of its length.
+            if row.iter().filter(|v| v.is_finite()).count() * 2 < row.len() {
+                continue;
+            }
+            filled += fill(&mut row);
+            never_slower_than_larger(&mut row);
+            if !any {
+                axes.push_str(&axis_line("moe", "tokens", &token_axis));
+                any = true;
+            }
+            let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+            data.push_str(&format!("moe,{variant},{tp},{ep},{}\n", join(&values)));
+        }
+    }
+
+    // Latent attention.
+    let mla_dir = dir.join("mla").join(engine);
+    let mla_version = ["context_mla_perf.parquet", "generation_mla_perf.parquet"]
+        .iter()
+        .all(|file| mla_dir.join(&gemm_version).join(file).is_file())
+        .then(|| gemm_version.clone());
+    if let Some(version) = &mla_version {
+        for (file, table, length_axis) in [
+            ("context_mla_perf.parquet", "context_mla", "isl"),
+            ("generation_mla_perf.parquet", "generation_mla", "kv_len"),
+        ] {
+            let df = read(&mla_dir.join(version).join(file))?;
+            let (kv, heads, batch, isl, step, latency) = (
+                strings(&df, "kv_cache_dtype")?,
+                floats(&df, "num_heads")?,
+                floats(&df, "batch_size")?,
+                floats(&df, "isl")?,
+                floats(&df, "step")?,
+                floats(&df, "latency")?,
+            );
+            // A decode step attends over the prompt and the tokens generated so far.
+            let length: Vec<f64> = (0..isl.len())
+                .map(|i| {
+                    if table == "generation_mla" {
+                        isl[i] + step[i]
+                    } else {
+                        isl[i]
+                    }
+                })
+                .collect();
+            let sorted = |values: &[f64]| {
+                let mut v = values.to_vec();
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+                v
+            };
+            let (head_axis, batch_axis, length_axis_values) =
+                (sorted(&heads), sorted(&batch), sorted(&length));
+            let mut lines = String::new();
+            let mut complete = true;
+            for (kv_name, name) in [("bfloat16", "kv_bf16"), ("fp8", "kv_fp8")] {
+                if !kv.iter().any(|k| k == kv_name) {
+                    continue;
+                }
+                for h in &head_axis {
+                    let points: Vec<(f64, f64, f64)> = (0..heads.len())
+                        .filter(|&i| kv[i] == kv_name && heads[i] == *h)
+                        .map(|i| (batch[i], length[i], latency[i]))
+                        .collect();
+                    let (mut grid, n) = grid2(&batch_axis, &length_axis_values, &points);
+                    filled += n;
+                    // Collection noise (single runs several times their neighbours) goes the
+                    // way the GEMMs' does: no cell slower than a larger problem's.
+                    for row in grid.iter_mut() {
+                        never_slower_than_larger(row);
+                    }
+                    for j in 0..length_axis_values.len() {
+                        let mut column: Vec<f64> = grid.iter().map(|row| row[j]).collect();
+                        never_slower_than_larger(&mut column);
+                        for (row, value) in grid.iter_mut().zip(column) {
+                            row[j] = value;
+                        }
+                    }
+                    for (row, b) in grid.iter().zip(&batch_axis) {
+                        if row.iter().any(|v| !v.is_finite()) {
+                            complete = false;
+                            continue;
+                        }
+                        let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+                        lines.push_str(&format!(
+                            "{table},{name},{},{},{}\n",
+                            *h as u64,
+                            *b as u64,
+                            join(&values)
+                        ));
+                    }
+                }
+            }
+            if complete && !lines.is_empty() {
+                axes.push_str(&axis_line(table, "heads", &head_axis));
+                axes.push_str(&axis_line(table, "batch", &batch_axis));
+                axes.push_str(&axis_line(table, length_axis, &length_axis_values));
+                data.push_str(&lines);
+            }
+        }
+    }
+
     let mut versions = vec![
         format!("gemm {gemm_version}"),
         format!("attention {attention_version}"),
@@ -662,6 +858,14 @@ fn convert_one(dir: &Path, system: &str, engine: &str) -> anyhow::Result<Option<
     if let Some(v) = &quantize_version {
         body.push_str(&format!("meta,version.quantize,{v}\n"));
         versions.push(format!("quantize {v}"));
+    }
+    if let Some(v) = &moe_version {
+        body.push_str(&format!("meta,version.moe,{v}\n"));
+        versions.push(format!("moe {v}"));
+    }
+    if let Some(v) = &mla_version {
+        body.push_str(&format!("meta,version.mla,{v}\n"));
+        versions.push(format!("mla {v}"));
     }
     body.push_str(&axes);
     body.push_str(&data);

@@ -18,7 +18,7 @@ pub use tables::OperatorTables;
 use crate::error::InputError;
 
 /// The shipped tables: (file, text).
-const SHIPPED: [(&str, &str); 15] = [
+const SHIPPED: [(&str, &str); 24] = [
     (
         "a100_sxm/vllm.csv",
         include_str!("../../../hardware/operators/a100_sxm/vllm.csv"),
@@ -68,6 +68,42 @@ const SHIPPED: [(&str, &str); 15] = [
         include_str!("../../../hardware/operators/b200_sxm/trtllm.csv"),
     ),
     (
+        "b300_sxm/vllm.csv",
+        include_str!("../../../hardware/operators/b300_sxm/vllm.csv"),
+    ),
+    (
+        "b300_sxm/sglang.csv",
+        include_str!("../../../hardware/operators/b300_sxm/sglang.csv"),
+    ),
+    (
+        "b300_sxm/trtllm.csv",
+        include_str!("../../../hardware/operators/b300_sxm/trtllm.csv"),
+    ),
+    (
+        "gb200/vllm.csv",
+        include_str!("../../../hardware/operators/gb200/vllm.csv"),
+    ),
+    (
+        "gb200/sglang.csv",
+        include_str!("../../../hardware/operators/gb200/sglang.csv"),
+    ),
+    (
+        "gb200/trtllm.csv",
+        include_str!("../../../hardware/operators/gb200/trtllm.csv"),
+    ),
+    (
+        "gb300/vllm.csv",
+        include_str!("../../../hardware/operators/gb300/vllm.csv"),
+    ),
+    (
+        "gb300/sglang.csv",
+        include_str!("../../../hardware/operators/gb300/sglang.csv"),
+    ),
+    (
+        "gb300/trtllm.csv",
+        include_str!("../../../hardware/operators/gb300/trtllm.csv"),
+    ),
+    (
         "l40s/vllm.csv",
         include_str!("../../../hardware/operators/l40s/vllm.csv"),
     ),
@@ -84,7 +120,8 @@ const SHIPPED: [(&str, &str); 15] = [
 /// Every system × engine's tables.
 #[derive(Debug, Clone, Default)]
 pub struct OperatorLibrary {
-    sets: BTreeMap<(String, String), OperatorTables>,
+    /// Shared: every prediction's step model holds its card's tables (a few hundred KB).
+    sets: BTreeMap<(String, String), std::sync::Arc<OperatorTables>>,
 }
 
 impl OperatorLibrary {
@@ -131,12 +168,14 @@ impl OperatorLibrary {
     }
 
     fn insert(&mut self, tables: OperatorTables) {
-        self.sets
-            .insert((tables.system.clone(), tables.engine.clone()), tables);
+        self.sets.insert(
+            (tables.system.clone(), tables.engine.clone()),
+            std::sync::Arc::new(tables),
+        );
     }
 
     /// The tables of `system` (as a card's `operators` names it) under `engine`.
-    pub fn get(&self, system: &str, engine: &str) -> Option<&OperatorTables> {
+    pub fn get(&self, system: &str, engine: &str) -> Option<&std::sync::Arc<OperatorTables>> {
         self.sets.get(&(system.to_string(), engine.to_string()))
     }
 

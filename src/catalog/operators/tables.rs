@@ -14,7 +14,14 @@
 //! generation_attention,hd128.kv_fp8,<batch × kv heads>,,<µs along kv_len>
 //! all_reduce,graph,<gpus>,,<µs along message bytes>
 //! quantize,fp8.compute_scale,<k>,,<µs along m>   # computing an activation's scale
+//! moe,fp8_block.h7168.i2048.k8.e256,<moe tp>,<moe ep>,<µs along tokens>  # a fused MoE layer
+//! context_mla,kv_bf16,<heads per card>,<sequences>,<µs along isl>  # latent attention
+//! generation_mla,kv_fp8,<heads per card>,<sequences>,<µs along kv_len>
 //! ```
+//!
+//! A `moe` variant names the expert format and the model's shape (hidden size, expert width,
+//! experts per token, experts); its lines are the expert-parallel layouts measured, each a
+//! curve along the layer's tokens (all attention replicas' together).
 //!
 //! Every variant of a table must cover every combination of its leading axes' values, so the
 //! values form a full grid.
@@ -25,12 +32,15 @@ use super::grid::{Axis, Grid};
 use crate::error::InputError;
 
 /// The tables this reader knows and their axes, in order.
-const TABLES: [(&str, &[&str]); 5] = [
+const TABLES: [(&str, &[&str]); 8] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
     ("generation_attention", &["batch_kv_heads", "kv_len"]),
     ("all_reduce", &["gpus", "bytes"]),
     ("quantize", &["k", "m"]),
+    ("moe", &["moe_tp", "moe_ep", "tokens"]),
+    ("context_mla", &["heads", "batch", "isl"]),
+    ("generation_mla", &["heads", "batch", "kv_len"]),
 ];
 
 /// One system × engine.
@@ -52,6 +62,12 @@ pub struct OperatorTables {
     /// Activation quantisation steps by `<dtype>.<step>` (`fp8.compute_scale`: the
     /// reduction that finds a dynamic per-tensor scale).
     quantize: BTreeMap<String, Grid>,
+    /// A fused MoE layer by (`<dtype>.<shape>`, moe tp, moe ep), along tokens: measured at a
+    /// few layouts per shape, not interpolated between layouts or shapes.
+    moe: BTreeMap<(String, u32, u32), Grid>,
+    /// Latent (MLA) attention by KV format, over heads per card, sequences and length.
+    context_mla: BTreeMap<String, Grid>,
+    generation_mla: BTreeMap<String, Grid>,
 }
 
 /// Lines of one table variant while reading: the leading axes' values → the values along the
@@ -183,6 +199,19 @@ impl OperatorTables {
         for ((table, variant), (line_no, lines)) in rows {
             let bad = |message: String| InputError::file(format!("{origin}:{line_no}"), message);
             let declared = axes.get(&table).cloned().unwrap_or_default();
+            if table == "moe" {
+                let tokens = declared
+                    .get("tokens")
+                    .cloned()
+                    .ok_or_else(|| bad("moe needs an axis 'tokens'".into()))?;
+                for (key, values) in lines {
+                    let (tp, ep) = (key[0] as u32, key[1] as u32);
+                    let grid = Grid::new(vec![tokens.clone()], &values)
+                        .ok_or_else(|| bad(format!("moe {variant} tp {tp} ep {ep}")))?;
+                    tables.moe.insert((variant.clone(), tp, ep), grid);
+                }
+                continue;
+            }
             if table == "all_reduce" {
                 let bytes = declared
                     .get("bytes")
@@ -234,6 +263,8 @@ impl OperatorTables {
                 "gemm" => tables.gemm.insert(variant, grid),
                 "context_attention" => tables.context_attention.insert(variant, grid),
                 "quantize" => tables.quantize.insert(variant, grid),
+                "context_mla" => tables.context_mla.insert(variant, grid),
+                "generation_mla" => tables.generation_mla.insert(variant, grid),
                 _ => tables.generation_attention.insert(variant, grid),
             };
         }
@@ -267,8 +298,14 @@ impl OperatorTables {
         batch_heads: f64,
         isl: f64,
     ) -> Option<f64> {
+        self.context_attention_at(&format!("hd{head_dim}.{kv_dtype}"), batch_heads, isl)
+    }
+
+    /// The same by the variant's name (`hd128.kv_bf16`): a step model names its variant once
+    /// and looks it up hundreds of thousands of times.
+    pub fn context_attention_at(&self, variant: &str, batch_heads: f64, isl: f64) -> Option<f64> {
         self.context_attention
-            .get(&format!("hd{head_dim}.{kv_dtype}"))
+            .get(variant)
             .map(|grid| grid.at_monotone(&[batch_heads, isl]))
     }
 
@@ -281,8 +318,18 @@ impl OperatorTables {
         batch_kv_heads: f64,
         kv_len: f64,
     ) -> Option<f64> {
+        self.generation_attention_at(&format!("hd{head_dim}.{kv_dtype}"), batch_kv_heads, kv_len)
+    }
+
+    /// The same by the variant's name (`hd128.kv_fp8`).
+    pub fn generation_attention_at(
+        &self,
+        variant: &str,
+        batch_kv_heads: f64,
+        kv_len: f64,
+    ) -> Option<f64> {
         self.generation_attention
-            .get(&format!("hd{head_dim}.{kv_dtype}"))
+            .get(variant)
             .map(|grid| grid.at_monotone(&[batch_kv_heads, kv_len]))
     }
 
@@ -292,6 +339,56 @@ impl OperatorTables {
         self.quantize
             .get(&format!("{dtype}.{step}"))
             .map(|grid| grid.at_monotone(&[k, m]))
+    }
+
+    /// One fused MoE layer (routing, both expert GEMMs, activation) for `tokens` tokens of
+    /// the experts' group, experts in `dtype`, shape `shape` (`h7168.i2048.k8.e256`), experts
+    /// split `moe_tp` ways and spread over `moe_ep` cards, µs; `None` when not measured.
+    pub fn moe_us(
+        &self,
+        dtype: &str,
+        shape: &str,
+        moe_tp: u32,
+        moe_ep: u32,
+        tokens: f64,
+    ) -> Option<f64> {
+        self.moe
+            .get(&(format!("{dtype}.{shape}"), moe_tp, moe_ep))
+            .map(|grid| grid.at_monotone(&[tokens]))
+    }
+
+    /// The expert formats measured for a MoE shape at some layout.
+    pub fn moe_dtypes(&self, shape: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .moe
+            .keys()
+            .filter_map(|(variant, _, _)| variant.strip_suffix(&format!(".{shape}")))
+            .map(String::from)
+            .collect();
+        out.dedup();
+        out
+    }
+
+    /// Latent attention over a prompt chunk: `batch` sequences of `isl` tokens, `heads`
+    /// query heads on this card, µs.
+    pub fn context_mla_us(&self, kv_dtype: &str, heads: f64, batch: f64, isl: f64) -> Option<f64> {
+        self.context_mla
+            .get(kv_dtype)
+            .map(|grid| grid.at_monotone(&[heads, batch, isl]))
+    }
+
+    /// Latent attention of one decode step: `batch` sequences over `kv_len` cached positions,
+    /// `heads` query heads on this card, µs.
+    pub fn generation_mla_us(
+        &self,
+        kv_dtype: &str,
+        heads: f64,
+        batch: f64,
+        kv_len: f64,
+    ) -> Option<f64> {
+        self.generation_mla
+            .get(kv_dtype)
+            .map(|grid| grid.at_monotone(&[heads, batch, kv_len]))
     }
 
     /// An all-reduce of `bytes` over `gpus` GPUs with this engine's `variant` (`graph`,
@@ -357,7 +454,15 @@ mod tests {
         axis,quantize,k,512 1024\n\
         axis,quantize,m,1 16\n\
         quantize,fp8.compute_scale,512,,7 8\n\
-        quantize,fp8.compute_scale,1024,,7 9\n";
+        quantize,fp8.compute_scale,1024,,7 9\n\
+        axis,moe,tokens,1 64\n\
+        moe,fp8.h7168.i2048.k8.e256,8,1,40 80\n\
+        moe,fp8.h7168.i2048.k8.e256,1,8,90 150\n\
+        axis,generation_mla,heads,16 128\n\
+        axis,generation_mla,batch,1\n\
+        axis,generation_mla,kv_len,1 1024\n\
+        generation_mla,kv_bf16,16,1,10 20\n\
+        generation_mla,kv_bf16,128,1,10 40\n";
 
     #[test]
     fn a_small_table_reads_and_interpolates() {
@@ -378,6 +483,16 @@ mod tests {
         assert!(tables
             .quantize_us("nvfp4", "compute_scale", 1.0, 512.0)
             .is_none());
+        let shape = "h7168.i2048.k8.e256";
+        assert!((tables.moe_us("fp8", shape, 8, 1, 64.0).unwrap() - 80.0).abs() < 1e-9);
+        assert!((tables.moe_us("fp8", shape, 1, 8, 1.0).unwrap() - 90.0).abs() < 1e-9);
+        assert!(tables.moe_us("fp8", shape, 4, 2, 1.0).is_none());
+        assert_eq!(tables.moe_dtypes(shape), vec!["fp8"]);
+        let mla = tables
+            .generation_mla_us("kv_bf16", 128.0, 1.0, 1024.0)
+            .unwrap();
+        assert!((mla - 40.0).abs() < 1e-9);
+        assert!(tables.context_mla_us("kv_bf16", 16.0, 1.0, 1.0).is_none());
     }
 
     #[test]
@@ -397,7 +512,7 @@ mod tests {
             ),
             (
                 SMALL.replace("axis,gemm,k,512\n", "") + "axis,gemm,k,512\n",
-                ":15",
+                ":23",
                 "comes after gemm's data",
             ),
             (

@@ -1,0 +1,42 @@
+//! `capplan predict`: C* (or R*) of one layout, its band, and the same workers disaggregated
+//! into prefill and decode pools beside it.
+
+use capplan::catalog::Catalog;
+use capplan::sim::disagg::predict_disaggregated;
+use capplan::sim::predict::{predict, predict_rate, Calibration, Layout, Prediction};
+
+use crate::cli::PredictArgs;
+
+/// Predicts `layout` as `args` ask.
+pub fn run(
+    catalog: &Catalog,
+    args: &PredictArgs,
+    layout: &Layout,
+    calibration: &Calibration,
+) -> anyhow::Result<Prediction> {
+    let engine = args.engine.profile(catalog)?;
+    let request = args.request(engine, layout.card)?;
+    let predicted = match &args.rate {
+        Some(rates) => predict_rate(layout, calibration, &request, rates),
+        None => predict(layout, calibration, &request),
+    };
+    let mut prediction = predicted
+        .map_err(|rejected| capplan::InputError::value(format!("cannot predict: {rejected}")))?;
+    prediction.instances_per_node = args.instances_per_node;
+    if prediction.rate_star.is_none() {
+        prediction.band = capplan::catalog::band::c_star_range(
+            &catalog.bands,
+            capplan::catalog::band::model_class(layout.model),
+            &prediction.calibration.engine,
+            &prediction.basis,
+            f64::from(prediction.c_star),
+        );
+        if request.slo.tpot_s.is_some() {
+            prediction.disaggregated = Some(
+                predict_disaggregated(layout, calibration, &request, args.pd)
+                    .map_err(|rejected| rejected.reason),
+            );
+        }
+    }
+    Ok(prediction)
+}
