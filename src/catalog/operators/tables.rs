@@ -357,6 +357,11 @@ impl OperatorTables {
             .map(|grid| grid.at_monotone(&[tokens]))
     }
 
+    /// Every measured fused-MoE curve: (`<dtype>.<shape>`, moe tp, moe ep).
+    pub fn moe_layouts(&self) -> Vec<(String, u32, u32)> {
+        self.moe.keys().cloned().collect()
+    }
+
     /// The expert formats measured for a MoE shape at some layout.
     pub fn moe_dtypes(&self, shape: &str) -> Vec<String> {
         let mut out: Vec<String> = self
