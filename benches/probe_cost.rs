@@ -17,7 +17,9 @@ use capplan::probe::search::Ramp;
 use capplan::sim::predict::{engine_for, predict, Calibration, Layout, PredictRequest};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{start, ServeConfig};
-use capplan::sim::virtual_run::{run_virtual, Arrivals, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
+use capplan::sim::virtual_run::{
+    run_virtual, Arrivals, Phases, RunSpec, DEFAULT_CLIENT_TURNAROUND_S,
+};
 use capplan::slo::{Percentile, Slo};
 use capplan::stats::statistic;
 use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
@@ -101,6 +103,7 @@ fn main() {
                     stagger_s: 0.0,
                     client_jitter_s: 0.0,
                     request_overhead_s: 0.0,
+                    phases: Phases::Continuous,
                 },
             );
             sweep_seconds += 1000.0 / run.requests_per_s().max(1e-9);

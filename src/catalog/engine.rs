@@ -176,6 +176,10 @@ pub struct EngineProfile {
     /// `page_size`): a prefix-cache hit reuses whole blocks only. Default 16.
     #[serde(default = "default_kv_block_tokens")]
     pub kv_block_tokens: u64,
+    /// Whether the engine keeps earlier prompts' KV blocks and reuses them (vLLM's automatic
+    /// prefix caching, SGLang's radix cache, TensorRT-LLM's `enable_block_reuse`). Default on.
+    #[serde(default = "default_true")]
+    pub prefix_caching: bool,
     /// Whether the scheduler picks the next iteration's batch while the current one runs
     /// (vLLM async scheduling, SGLang and TensorRT-LLM overlap scheduling): the CPU's
     /// scheduling hides behind the GPU's work, and a request arriving mid-iteration joins
@@ -213,6 +217,10 @@ pub struct EngineProfile {
 
 fn default_kv_block_tokens() -> u64 {
     16
+}
+
+fn default_true() -> bool {
+    true
 }
 
 impl EngineProfile {
@@ -299,6 +307,7 @@ mod tests {
             admission: Admission::Continuous,
             kv_reservation: KvReservation::Prompt,
             kv_block_tokens: 16,
+            prefix_caching: true,
             schedule_ahead: false,
             fp8_activation_scales: ActivationScales::Dynamic,
             cuda_graph_sizes: sizes,

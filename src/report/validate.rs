@@ -183,9 +183,10 @@ impl Report for ValidationReport {
         if !self.fitted.is_empty() {
             tables.push(Table {
                 caption: Some(
-                    "Engine overheads fitted on the fit subsets: per step and per sequence to \
-                     mean TPOT (rms of ln(predicted/measured)); per request to the median TTFT \
-                     residual where the fit rows arrive open-loop"
+                    "Engine overheads fitted on the fit subsets: per step, per sequence and \
+                     (for an engine without CUDA graphs) per eager layer to mean TPOT (rms of \
+                     ln(predicted/measured)); per request to the median TTFT residual where the \
+                     fit rows arrive open-loop"
                         .into(),
                 ),
                 headers: [
@@ -193,6 +194,7 @@ impl Report for ValidationReport {
                     "rows",
                     "step ms",
                     "µs per sequence",
+                    "µs per eager layer",
                     "request ms",
                     "rms log error before",
                     "after",
@@ -209,6 +211,7 @@ impl Report for ValidationReport {
                             f.rows.to_string(),
                             format!("{:.3}", f.step_overhead_ms),
                             format!("{:.2}", f.seq_overhead_us),
+                            format!("{:.2}", f.eager_layer_overhead_us),
                             format!("{:.1}", f.request_overhead_ms),
                             format!("{:.3}", f.rms_log_error_before),
                             format!("{:.3}", f.rms_log_error_after),

@@ -37,6 +37,9 @@ pub struct EngineOptions {
     pub chunked_prefill: bool,
     /// Tokens per KV block: prefix-cache hits count whole blocks only.
     pub kv_block_tokens: u64,
+    /// Whether blocks of earlier prompts are kept and reused (vLLM's automatic prefix
+    /// caching, SGLang's radix cache, TensorRT-LLM's block reuse).
+    pub prefix_caching: bool,
     /// Whether the scheduler picks an iteration's batch while the one before it runs (vLLM's
     /// async scheduling, SGLang's and TensorRT-LLM's overlap schedulers).
     pub schedule_ahead: bool,
@@ -54,6 +57,7 @@ impl Default for EngineOptions {
             step_mix: StepMix::Mixed,
             chunked_prefill: true,
             kv_block_tokens: 16,
+            prefix_caching: true,
             schedule_ahead: false,
         }
     }
@@ -81,6 +85,7 @@ impl EngineOptions {
             step_mix: profile.step_mix,
             chunked_prefill: profile.chunked_prefill,
             kv_block_tokens: profile.kv_block_tokens,
+            prefix_caching: profile.prefix_caching,
             schedule_ahead: profile.schedule_ahead,
         }
     }
@@ -96,6 +101,7 @@ pub struct EngineConfig {
     pub step_mix: StepMix,
     pub chunked_prefill: bool,
     pub kv_block_tokens: u64,
+    pub prefix_caching: bool,
     pub schedule_ahead: bool,
     /// KV-cache positions the instance holds (from the memory fit).
     pub kv_capacity: u64,
@@ -115,6 +121,7 @@ impl EngineConfig {
             step_mix: options.step_mix,
             chunked_prefill: options.chunked_prefill,
             kv_block_tokens: options.kv_block_tokens.max(1),
+            prefix_caching: options.prefix_caching,
             schedule_ahead: options.schedule_ahead,
             kv_capacity,
         }

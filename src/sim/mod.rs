@@ -12,6 +12,7 @@ pub mod fabric;
 pub mod operator_step;
 pub mod perf;
 pub mod predict;
+pub mod prefix_cache;
 pub mod serve;
 pub mod virtual_run;
 

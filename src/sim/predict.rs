@@ -15,7 +15,9 @@ use super::engine::{Engine, EngineConfig, EngineOptions};
 use super::fabric::Fabric;
 use super::operator_step::OperatorStep;
 use super::perf::{Efficiency, PerfModel, StepWork};
-use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
+use super::virtual_run::{
+    run_virtual, Arrivals, Phases, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S,
+};
 use crate::catalog::band::CStarRange;
 use crate::catalog::memory::LayoutRejected;
 use crate::catalog::operators::{OperatorLibrary, OperatorTables};
@@ -434,7 +436,8 @@ pub enum ClosedStart {
     /// assume).
     Staggered,
     /// All at once, each next request after a random send delay of up to `jitter_s`: how a
-    /// benchmark's concurrency mode starts its workers.
+    /// benchmark's concurrency mode starts its workers — for the warm-up and again, once it
+    /// has drained, for the measured requests ([`Phases::Drained`]).
     Together { jitter_s: f64 },
 }
 
@@ -492,6 +495,10 @@ pub fn evaluate_arrivals(
         stagger_s,
         client_jitter_s,
         request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+        phases: match start {
+            ClosedStart::Together { .. } => Phases::Drained,
+            ClosedStart::Staggered => Phases::Continuous,
+        },
     };
     let run = run_virtual(&mut engine, &spec);
     let (concurrency, rate) = match arrivals {
@@ -529,6 +536,7 @@ pub fn evaluate_level(
         stagger_s,
         client_jitter_s: 0.0,
         request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+        phases: Phases::Continuous,
     };
     let run = run_virtual(&mut engine, &spec);
     Ok(judge(concurrency, None, &run, &request.slo).across(engines))
@@ -555,6 +563,7 @@ pub fn evaluate_rate(
         stagger_s: 0.0,
         client_jitter_s: 0.0,
         request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+        phases: Phases::Continuous,
     };
     let run = run_virtual(&mut engine, &spec);
     Ok(judge(0, Some(rate), &run, &request.slo).across(engines))

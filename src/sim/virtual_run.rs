@@ -80,6 +80,24 @@ pub struct RunSpec {
     /// Time between a request's arrival and its reaching the engine's queue (the server's
     /// HTTP front, tokenisation, request set-up): part of its TTFT, none of the GPU's.
     pub request_overhead_s: f64,
+    /// Closed loop: how the measured requests follow the warm-up.
+    pub phases: Phases,
+}
+
+/// How a closed loop's measured requests follow its warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phases {
+    /// The load never pauses: the window opens once `warmup_requests` have finished, the
+    /// requests sent from then on are measured, and the load goes on until they are done —
+    /// a service in steady state.
+    #[default]
+    Continuous,
+    /// A benchmark's two phases (AIPerf in every release; GenAI-Perf from 0.0.9 with
+    /// `--warmup-request-count`): the warm-up requests are sent at the concurrency and
+    /// drained; then every user starts again at once, the measured requests are sent, and
+    /// each is counted — the first wave, started together, and the last, with fewer in
+    /// flight, included.
+    Drained,
 }
 
 /// A client on the same network reads a response and sends the next request within about a
@@ -180,6 +198,19 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
     let preemptions_before = engine.counters().preemptions;
 
     let overhead_ns = to_ns(spec.request_overhead_s.max(0.0));
+    // A shared prefix saves prefill only where the engine keeps earlier prompts' blocks.
+    let prefix_share = if engine.config().prefix_caching {
+        spec.workload.prefix_share
+    } else {
+        crate::workload::PrefixShare::NONE
+    };
+    let drained =
+        spec.phases == Phases::Drained && matches!(spec.arrivals, Arrivals::Closed { .. });
+    // Requests sent so far in the current phase, for the drained phases' counts.
+    let mut issued = sends.len();
+    if drained && spec.warmup_requests == 0 {
+        window_start = Some(0.0);
+    }
     loop {
         // Submit every send whose request has reached the engine by now.
         while let Some(Reverse((due, user))) = sends.peek().copied() {
@@ -199,7 +230,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 id,
                 input_tokens,
                 output_tokens,
-                cached_tokens: spec.workload.prefix_share.of(input_tokens),
+                cached_tokens: prefix_share.of(input_tokens),
             };
             if engine.submit(request).is_ok() {
                 in_flight.insert(
@@ -256,7 +287,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 continue;
             };
             completed += 1;
-            if window_start.is_none() && completed >= spec.warmup_requests {
+            if !drained && window_start.is_none() && completed >= spec.warmup_requests {
                 window_start = Some(now);
             }
             if request.measured {
@@ -268,15 +299,40 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                     output_tokens: request.output_tokens,
                 });
             }
-            if let Arrivals::Closed { .. } = spec.arrivals {
-                let think = spec.workload.think_time.sample(&mut rng);
-                let jitter = if spec.client_jitter_s > 0.0 {
-                    rand::RngExt::random_range(&mut rng, 0.0..spec.client_jitter_s)
-                } else {
-                    0.0
+            if let Arrivals::Closed { users } = spec.arrivals {
+                let turnaround = |rng: &mut StdRng| {
+                    let jitter = if spec.client_jitter_s > 0.0 {
+                        rand::RngExt::random_range(rng, 0.0..spec.client_jitter_s)
+                    } else {
+                        0.0
+                    };
+                    spec.client_turnaround_s + jitter
                 };
-                let next = now + think + spec.client_turnaround_s + jitter;
-                sends.push(Reverse((to_ns(next), request.user)));
+                if !drained {
+                    let think = spec.workload.think_time.sample(&mut rng);
+                    let next = now + think + turnaround(&mut rng);
+                    sends.push(Reverse((to_ns(next), request.user)));
+                } else if window_start.is_none() {
+                    // Warm-up: send until its count is out, then let it drain and start
+                    // every user of the measured phase at once.
+                    if issued < spec.warmup_requests {
+                        issued += 1;
+                        let next = now + turnaround(&mut rng);
+                        sends.push(Reverse((to_ns(next), request.user)));
+                    } else if in_flight.is_empty() && sends.is_empty() {
+                        window_start = Some(now);
+                        let first_wave = (users as usize).min(spec.measured_requests);
+                        for user in 0..first_wave as u32 {
+                            let next = now + turnaround(&mut rng);
+                            sends.push(Reverse((to_ns(next), user)));
+                        }
+                        issued = first_wave;
+                    }
+                } else if issued < spec.measured_requests {
+                    issued += 1;
+                    let next = now + turnaround(&mut rng);
+                    sends.push(Reverse((to_ns(next), request.user)));
+                }
             }
         }
     }
@@ -333,6 +389,7 @@ mod tests {
             stagger_s: 0.0,
             client_jitter_s: 0.0,
             request_overhead_s: 0.0,
+            phases: Phases::Continuous,
         }
     }
 
@@ -386,6 +443,73 @@ mod tests {
         // (√200 / 200 ≈ 7 %).
         let rate = result.requests_per_s();
         assert!((rate - 5.0).abs() < 1.25, "{rate}");
+    }
+
+    #[test]
+    fn a_drained_benchmark_starts_every_user_together_and_counts_every_request() {
+        // 8 users, 16 warm-up requests, 40 measured: the warm-up drains, then all 8 start at
+        // the same instant; with equal requests and no jitter they stay in step, so the 40
+        // measured requests arrive in 5 waves of 8, every one of them counted.
+        let mut spec = spec(Arrivals::Closed { users: 8 }, ThinkTime::NONE);
+        spec.phases = Phases::Drained;
+        spec.warmup_requests = 16;
+        spec.measured_requests = 40;
+        let result = run_virtual(&mut engine(), &spec);
+        assert_eq!(result.requests.len(), 40);
+        let mut waves: Vec<(u64, usize)> = Vec::new();
+        for r in &result.requests {
+            let at = (r.arrival * 1e9).round() as u64;
+            match waves.iter_mut().find(|(t, _)| *t == at) {
+                Some(wave) => wave.1 += 1,
+                None => waves.push((at, 1)),
+            }
+        }
+        assert_eq!(waves.len(), 5, "{waves:?}");
+        assert!(waves.iter().all(|(_, n)| *n == 8), "{waves:?}");
+        // The first wave met an idle engine (the warm-up drained): it waited for nothing, so
+        // its first tokens came as fast as a cold start's.
+        let mut cold = spec.clone();
+        cold.warmup_requests = 0;
+        let cold = run_virtual(&mut engine(), &cold);
+        let first_wave_ttft = |r: &RunResult| {
+            let start = r
+                .requests
+                .iter()
+                .map(|x| x.arrival)
+                .fold(f64::MAX, f64::min);
+            r.requests
+                .iter()
+                .filter(|x| x.arrival == start)
+                .map(|x| x.ttft())
+                .fold(0.0, f64::max)
+        };
+        assert!((first_wave_ttft(&result) - first_wave_ttft(&cold)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_shared_prefix_saves_nothing_without_prefix_caching() {
+        let run = |caching: bool| {
+            let mut engine = engine();
+            let mut config = *engine.config();
+            config.prefix_caching = caching;
+            engine = Engine::new(config, engine.perf().clone(), false);
+            let mut spec = spec(Arrivals::Closed { users: 4 }, ThinkTime::NONE);
+            spec.workload.prefix_share = PrefixShare::new(0.9).unwrap_or(PrefixShare::NONE);
+            let result = run_virtual(&mut engine, &spec);
+            result.requests.iter().map(|r| r.ttft()).sum::<f64>() / result.requests.len() as f64
+        };
+        assert!(
+            run(true) < 0.8 * run(false),
+            "{} vs {}",
+            run(true),
+            run(false)
+        );
+        let mut plain = spec(Arrivals::Closed { users: 4 }, ThinkTime::NONE);
+        plain.workload.prefix_share = PrefixShare::NONE;
+        let unshared = run_virtual(&mut engine(), &plain);
+        let unshared_ttft = unshared.requests.iter().map(|r| r.ttft()).sum::<f64>()
+            / unshared.requests.len() as f64;
+        assert!((run(false) - unshared_ttft).abs() < 1e-12);
     }
 
     #[test]

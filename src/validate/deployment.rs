@@ -58,12 +58,16 @@ impl Sample {
     }
 
     /// A benchmark's concurrency mode (AIPerf, GenAI-Perf, vLLM's `bench serve`): `users`
-    /// workers started together, one warm-up round, then `rounds` measured rounds; each
-    /// next request leaves after up to `jitter_s` of client-side delay.
+    /// workers started together for two rounds of warm-up (AIPerf's
+    /// `--warmup-request-count`, as AIConfigurator runs it), drained; then `rounds` rounds'
+    /// worth of measured requests, every user starting together again ([`Phases::Drained`]);
+    /// each next request leaves after up to `jitter_s` of client-side delay.
+    ///
+    /// [`Phases::Drained`]: crate::sim::virtual_run::Phases::Drained
     pub fn benchmark(users: u32, rounds: usize, jitter_s: f64) -> Sample {
         let users = users.max(1) as usize;
         Sample {
-            warmup: users,
+            warmup: 2 * users,
             measured: rounds.max(1) * users,
             start: ClosedStart::Together { jitter_s },
         }

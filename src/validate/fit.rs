@@ -27,6 +27,9 @@ pub struct FittedOverheads {
     pub rows: usize,
     pub step_overhead_ms: f64,
     pub seq_overhead_us: f64,
+    /// Per transformer layer of an iteration launched without a CUDA graph, µs: fitted only
+    /// for a profile that captures no graphs (else every decode step hides it).
+    pub eager_layer_overhead_us: f64,
     /// Time from arrival to the engine's queue, ms: fitted only when every fit row's arrivals
     /// are open-loop (a rate), whose TTFT no closed loop's lock-step decides; else the
     /// profile's own.
@@ -49,6 +52,9 @@ impl Problem<'_> {
         let mut profile = self.base.clone();
         profile.step_overhead_ms = p[0].exp().clamp(0.01, 200.0);
         profile.seq_overhead_us = p[1].exp().clamp(0.01, 2000.0);
+        if let Some(eager) = p.get(2) {
+            profile.eager_layer_overhead_us = eager.exp().clamp(0.01, 2000.0);
+        }
         profile
     }
 
@@ -104,10 +110,16 @@ pub fn fit_overheads(
         base,
     };
     let before = problem.rms(base);
-    let start = vec![
+    let mut start = vec![
         base.step_overhead_ms.max(0.05).ln(),
         base.seq_overhead_us.max(0.05).ln(),
     ];
+    // Without CUDA graphs every iteration pays the host's launches, layer by layer: a cost
+    // that grows with the model's depth, which a per-step constant fitted on one model
+    // would carry wrongly to a deeper or shallower one.
+    if base.cuda_graph_sizes.is_empty() {
+        start.push(base.eager_layer_overhead_us.max(0.5).ln());
+    }
     let minimum = minimise(problem, &start, 1.0, 1e-4, max_iterations)?;
     let best = minimum.best.unwrap_or(start);
     let problem = Problem {
@@ -127,6 +139,7 @@ pub fn fit_overheads(
             rows: rows.len(),
             step_overhead_ms: fitted.step_overhead_ms,
             seq_overhead_us: fitted.seq_overhead_us,
+            eager_layer_overhead_us: fitted.eager_layer_overhead_us,
             request_overhead_ms: fitted.request_overhead_ms,
             rms_log_error_before: before,
             rms_log_error_after: after,

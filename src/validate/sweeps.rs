@@ -1,6 +1,7 @@
 //! Published end-to-end concurrency sweeps of a serving engine: mean TTFT, inter-token
 //! latency and throughput of one deployment at closed-loop concurrencies (GenAI-Perf style),
-//! on named GPUs. Nothing is fitted on them: every row is held out.
+//! on named GPUs. A sweep file names the card whose rows its engine profile's overheads may be
+//! fitted on (`validate --fit`); every other row is held out.
 //!
 //! Shipped: NVIDIA NIM (TensorRT-LLM backend) sweeps of Llama-3 8B and 70B on DGX A100 and DGX
 //! H100 at TP 1–8 in fp16, bf16 and fp8 (`nim-dli-genaiperf.csv`), and NIM 1.8.0's published
@@ -9,7 +10,7 @@
 use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
-use super::silicon::{BENCHMARK_ROUNDS, CLIENT_JITTER_S, HELD_OUT};
+use super::silicon::{BENCHMARK_ROUNDS, CLIENT_JITTER_S, FIT_SUBSET, HELD_OUT};
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype};
 use crate::error::InputError;
@@ -25,6 +26,11 @@ pub struct SweepFile {
     pub engine: &'static str,
     /// What is assumed where the table is silent, said in the report.
     pub assumptions: &'static str,
+    /// The card whose rows the engine profile's overheads are fitted on (`validate --fit`);
+    /// the other cards' rows are the held-out score. `None`: every row held out.
+    pub fit_card: Option<&'static str>,
+    /// How the rows are split, said in the report.
+    pub split: &'static str,
 }
 
 pub const FILES: [SweepFile; 2] = [
@@ -32,9 +38,13 @@ pub const FILES: [SweepFile; 2] = [
         name: "NIM (TensorRT-LLM) GenAI-Perf sweeps, Llama-3 8B/70B on DGX A100/H100",
         file: "tests/fixtures/validation/nim-dli-genaiperf.csv",
         text: include_str!("../../tests/fixtures/validation/nim-dli-genaiperf.csv"),
-        engine: "trtllm",
-        assumptions: "TensorRT-LLM profile defaults (the NIM's engine settings are not stated); \
-                      the second run at concurrency 5 left out",
+        engine: "trtllm-0.x",
+        assumptions: "TensorRT-LLM 0.x profile defaults (the NIM's engine settings are not \
+                      stated; its containers of 2024 ran TensorRT-LLM 0.10-0.12); the second \
+                      run at concurrency 5 left out",
+        fit_card: Some("H100-SXM"),
+        split: "by GPU: the trtllm-0.x profile's overheads are fitted on the DGX H100 rows \
+                (`validate --fit`), the DGX A100 rows held out",
     },
     SweepFile {
         name: "NIM 1.8.0 published sweep, Llama-3.3-70B fp8 on 2 × H100",
@@ -42,6 +52,8 @@ pub const FILES: [SweepFile; 2] = [
         text: include_str!("../../tests/fixtures/validation/nim-docs-llama-3.3-70b.csv"),
         engine: "trtllm",
         assumptions: "H100 taken as SXM (the page does not say); TensorRT-LLM profile defaults",
+        fit_card: None,
+        split: "none fitted: every row held out",
     },
 ];
 
@@ -141,7 +153,11 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 row.concurrency
             ),
             group: file.engine.to_string(),
-            subset: HELD_OUT.into(),
+            subset: if file.fit_card == Some(card) {
+                FIT_SUBSET.into()
+            } else {
+                HELD_OUT.into()
+            },
             deployment: Deployment {
                 model: model.name.clone(),
                 card: card.to_string(),
@@ -177,10 +193,47 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
     Ok(TableSource {
         name: file.name.to_string(),
         file: file.file.to_string(),
-        split: "none fitted: every row held out".into(),
+        split: file.split.into(),
         comparisons,
         skipped,
         total_rows: rows.len(),
         model_class: "dense",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 2024 NIM sweeps are split by GPU (the H100 rows fit `trtllm-0.x`'s overheads, the
+    /// A100 rows are held out); NIM 1.8's sweep is held out whole, under the current profile.
+    #[test]
+    fn the_nim_sweeps_are_split_by_gpu() {
+        let catalog = Catalog::shipped().unwrap();
+        let old = source(&catalog, &FILES[0]).unwrap();
+        assert!(old.comparisons.iter().all(|c| c.group == "trtllm-0.x"));
+        for comparison in &old.comparisons {
+            let fit = comparison.subset == FIT_SUBSET;
+            assert_eq!(
+                fit,
+                comparison.deployment.card == "H100-SXM",
+                "{}",
+                comparison.id
+            );
+        }
+        let held = |s: &TableSource| {
+            s.comparisons
+                .iter()
+                .filter(|c| c.subset == HELD_OUT)
+                .count()
+        };
+        assert!(held(&old) > 200 && held(&old) < old.comparisons.len());
+        let recent = source(&catalog, &FILES[1]).unwrap();
+        assert_eq!(held(&recent), recent.comparisons.len());
+        assert!(catalog
+            .engine("trtllm-0.x")
+            .unwrap()
+            .cuda_graph_sizes
+            .is_empty());
+    }
 }

@@ -10,7 +10,6 @@
 pub mod driver;
 pub mod fault;
 pub mod openai;
-pub mod prefix_cache;
 pub mod truth;
 
 use std::path::PathBuf;
@@ -33,9 +32,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use self::driver::{EngineHandle, TokenEvent};
 use self::fault::{FaultKind, FaultPlan};
 use self::openai::{error_body, sse, token_count, token_text, Api, CompletionBody, Frames, DONE};
-use self::prefix_cache::{block_hashes, PrefixCache};
 use self::truth::{TruthLog, TruthRecord};
 use crate::sim::engine::{Engine, EngineRequest};
+use crate::sim::prefix_cache::{block_hashes, PrefixCache};
 use crate::workload::TokenLengths;
 
 /// How to run the server.
@@ -68,8 +67,8 @@ struct AppState {
     /// response tasks shows here, for the requests a client measured.
     first_token_lateness: Mutex<(f64, u64)>,
     /// Blocks of earlier prompts the engine still holds (prefix caching, on by default in
-    /// vLLM, SGLang and TensorRT-LLM).
-    prefix_cache: Mutex<PrefixCache>,
+    /// vLLM, SGLang and TensorRT-LLM 1.x); `None` for a profile without it.
+    prefix_cache: Option<Mutex<PrefixCache>>,
     /// Tokens per KV block: the prefix cache's unit.
     prefix_block: usize,
 }
@@ -103,7 +102,10 @@ where
     };
     let block = engine.config().kv_block_tokens;
     let state = Arc::new(AppState {
-        prefix_cache: Mutex::new(PrefixCache::new(engine.config().kv_capacity / block)),
+        prefix_cache: engine
+            .config()
+            .prefix_caching
+            .then(|| Mutex::new(PrefixCache::new(engine.config().kv_capacity / block))),
         prefix_block: block as usize,
         engine: driver::spawn(engine, config.time_scale),
         lengths: Mutex::new(StdRng::seed_from_u64(config.seed)),
@@ -460,9 +462,9 @@ async fn handle(state: Arc<AppState>, api: Api, raw: Bytes) -> Response {
         );
     }
     let hashes = block_hashes(&units, state.prefix_block);
-    let cached = match state.prefix_cache.lock() {
-        Ok(mut cache) => cache.reuse(&hashes) * state.prefix_block,
-        Err(_) => 0,
+    let cached = match state.prefix_cache.as_ref().map(Mutex::lock) {
+        Some(Ok(mut cache)) => cache.reuse(&hashes) * state.prefix_block,
+        _ => 0,
     };
     let Some(events) = state.engine.submit(EngineRequest {
         id,

@@ -1,4 +1,5 @@
-//! The simulated server's prefix cache: which KV blocks of earlier prompts it still holds.
+//! A simulated instance's prefix cache: which KV blocks of earlier prompts it still holds
+//! (`capplan serve`'s, and a virtual run's when its client repeats prompts).
 //!
 //! A prompt is cut into blocks of the engine's block size (in the server's tokens: words, or
 //! token ids); each block is named by a hash chained over everything before it, as vLLM's and
