@@ -10,7 +10,14 @@ use capplan::validate::{
 use crate::cli::ValidateArgs;
 
 /// The sources `validate` knows, in the order it prints them.
-pub const SOURCES: [&str; 5] = ["silicon", "silicon-moe", "nim", "blis", "static-batch"];
+pub const SOURCES: [&str; 6] = [
+    "silicon",
+    "silicon-moe",
+    "silicon-disagg",
+    "nim",
+    "blis",
+    "static-batch",
+];
 
 /// Reads, predicts and scores the sources `args` names.
 pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationReport> {
@@ -33,6 +40,9 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     }
     if wanted("silicon-moe") {
         sources.push(silicon::moe_source(catalog)?);
+    }
+    if wanted("silicon-disagg") {
+        sources.push(silicon::disaggregated_source(catalog)?);
     }
     if wanted("nim") {
         for file in &sweeps::FILES {

@@ -83,7 +83,11 @@ pub fn predict_disaggregated(
         });
     };
     let fit = memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
-    let transfer_s = kv_transfer_s(layout, fit.kv_bytes_per_token_per_card, request);
+    let transfer_s = kv_transfer_s(
+        layout,
+        fit.kv_bytes_per_token_per_card,
+        request.workload.input_tokens.mean(),
+    );
     if transfer_s >= slo.ttft_s {
         return Err(LayoutRejected {
             reason: format!(
@@ -116,6 +120,8 @@ pub fn predict_disaggregated(
     // whatever the TPOT of the requests it does run).
     let mut decode = request.clone();
     decode.workload.prefix_share = PrefixShare::new(1.0).unwrap_or(PrefixShare::NONE);
+    // The KV arrives from the prefill worker: in place whatever the engine's prefix caching.
+    decode.engine.prefix_caching = true;
     decode.slo = Slo {
         ttft_s: slo.ttft_s,
         tpot_s: Some(tpot_limit),
@@ -196,15 +202,11 @@ fn operating_point(
         .map_or((0.0, 0.0), |level| (level.requests_per_s, latency(level)))
 }
 
-/// Moving one mean prompt's KV cache from a prefill worker to a decode worker: each card
-/// sends its share at the network's rate (workers sit on different nodes), or over the
-/// scale-up link where the node shape has no network figure.
-fn kv_transfer_s(
-    layout: &Layout,
-    kv_bytes_per_token_per_card: f64,
-    request: &PredictRequest,
-) -> f64 {
-    let bytes = request.workload.input_tokens.mean() * kv_bytes_per_token_per_card;
+/// Moving the KV cache of a `prompt_tokens`-token prompt from a prefill worker to a decode
+/// worker: each card sends its share at the network's rate (workers sit on different nodes),
+/// or over the scale-up link where the node shape has no network figure.
+pub fn kv_transfer_s(layout: &Layout, kv_bytes_per_token_per_card: f64, prompt_tokens: f64) -> f64 {
+    let bytes = prompt_tokens * kv_bytes_per_token_per_card;
     let per_s = match layout.scale_out_gbs {
         Some(gbs) => gbs * 1e9,
         None => layout.card.link_bandwidth_gbs * 1e9 / 2.0,

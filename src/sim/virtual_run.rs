@@ -308,8 +308,8 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                     };
                     spec.client_turnaround_s + jitter
                 };
+                let think = spec.workload.think_time.sample(&mut rng);
                 if !drained {
-                    let think = spec.workload.think_time.sample(&mut rng);
                     let next = now + think + turnaround(&mut rng);
                     sends.push(Reverse((to_ns(next), request.user)));
                 } else if window_start.is_none() {
@@ -317,7 +317,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                     // every user of the measured phase at once.
                     if issued < spec.warmup_requests {
                         issued += 1;
-                        let next = now + turnaround(&mut rng);
+                        let next = now + think + turnaround(&mut rng);
                         sends.push(Reverse((to_ns(next), request.user)));
                     } else if in_flight.is_empty() && sends.is_empty() {
                         window_start = Some(now);
@@ -330,7 +330,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                     }
                 } else if issued < spec.measured_requests {
                     issued += 1;
-                    let next = now + turnaround(&mut rng);
+                    let next = now + think + turnaround(&mut rng);
                     sends.push(Reverse((to_ns(next), request.user)));
                 }
             }

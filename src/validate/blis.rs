@@ -132,6 +132,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
                 output_tokens: TokenLengths::Fixed { tokens: output },
                 prefix_share,
                 roofline: false,
+                pools: None,
             },
             arrivals,
             sample: Sample {

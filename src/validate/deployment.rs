@@ -1,7 +1,9 @@
 //! A measured deployment as capplan predicts it: the layout, the engine profile, the workload
 //! and the load, simulated exactly as `predict` would.
 
-use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism};
+use crate::catalog::{
+    memory_fit_layout, Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism,
+};
 use crate::sim::engine::EngineOptions;
 use crate::sim::predict::{
     engine_for, evaluate_arrivals, step_basis, Calibration, ClosedStart, Layout, LevelResult,
@@ -9,6 +11,7 @@ use crate::sim::predict::{
 };
 use crate::sim::virtual_run::Arrivals;
 use crate::slo::{Percentile, Slo};
+use crate::stats::Summary;
 use crate::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 
 /// One deployment a public table measured.
@@ -34,6 +37,19 @@ pub struct Deployment {
     /// Time kernels with the roofline even where operator tables exist (to measure the
     /// roofline's own error).
     pub roofline: bool,
+    /// A disaggregated deployment's pools (`parallel` is then a decode worker's layout);
+    /// `None` for aggregated serving.
+    pub pools: Option<Pools>,
+}
+
+/// The two pools of a disaggregated deployment: prefill workers compute prompts and hand
+/// their KV cache over the network to decode workers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pools {
+    /// One prefill worker's layout.
+    pub prefill: Parallelism,
+    pub prefill_workers: u32,
+    pub decode_workers: u32,
 }
 
 /// How a measurement ran a level: how many requests it discarded, how many it counted, and
@@ -91,12 +107,111 @@ impl Deployment {
         sample: Sample,
         overheads: Option<&EngineProfile>,
     ) -> Result<Simulated, String> {
+        match self.pools {
+            None => self.simulate_worker(
+                catalog,
+                Worker::aggregated(self),
+                arrivals,
+                sample,
+                overheads,
+            ),
+            Some(pools) => self.simulate_pools(catalog, pools, arrivals, sample, overheads),
+        }
+    }
+
+    /// A disaggregated deployment under a closed loop of users: the decode pool's workers
+    /// each run their share of the users with every prompt's KV in place (TPOT); the prefill
+    /// pool's workers each run theirs with one-token outputs, each user away for the rest of
+    /// its request — the transfer and the decode — before its next prompt (TTFT, to which the
+    /// transfer adds). The router is taken to spread users evenly.
+    fn simulate_pools(
+        &self,
+        catalog: &Catalog,
+        pools: Pools,
+        arrivals: Arrivals,
+        sample: Sample,
+        overheads: Option<&EngineProfile>,
+    ) -> Result<Simulated, String> {
+        let Arrivals::Closed { users } = arrivals else {
+            return Err("a disaggregated deployment is scored under a closed loop".into());
+        };
+        let users = users.max(1);
+        let rounds = (sample.measured / users as usize).max(1);
+        let share = |workers: u32| {
+            let per = users.div_ceil(workers.max(1));
+            let sample = Sample {
+                warmup: sample.warmup / users as usize * per as usize,
+                measured: rounds * per as usize,
+                ..sample
+            };
+            (Arrivals::Closed { users: per }, sample)
+        };
+        let (decode_users, decode_sample) = share(pools.decode_workers);
+        let decode = self.simulate_worker(
+            catalog,
+            Worker::decode(self),
+            decode_users,
+            decode_sample,
+            overheads,
+        )?;
+        let tpot = decode.level.tpot.map_or(0.0, |t| t.mean);
+        let transfer = self.kv_transfer_s(catalog, pools)?;
+        let away = (self.output_tokens.mean() - 1.0).max(0.0) * tpot + transfer;
+        let (prefill_users, prefill_sample) = share(pools.prefill_workers);
+        let prefill = self.simulate_worker(
+            catalog,
+            Worker::prefill(self, pools.prefill, away),
+            prefill_users,
+            prefill_sample,
+            overheads,
+        )?;
+        let mut level = decode.level;
+        let first = prefill.level.ttft;
+        level.ttft = Summary {
+            mean: first.mean + transfer,
+            p50: first.p50 + transfer,
+            p90: first.p90 + transfer,
+            p95: first.p95 + transfer,
+            p99: first.p99 + transfer,
+            ..first
+        };
+        let e2e = level.ttft.mean + away - transfer;
+        level.e2e = Summary {
+            mean: e2e,
+            ..level.e2e
+        };
+        level.output_tokens_per_s *= f64::from(pools.decode_workers);
+        level.requests_per_s *= f64::from(pools.decode_workers);
+        Ok(Simulated {
+            level,
+            basis: decode.basis,
+        })
+    }
+
+    /// Moving one prompt's KV cache from a prefill worker to a decode worker over the node
+    /// shape's network, as `predict --pd` prices it.
+    fn kv_transfer_s(&self, catalog: &Catalog, pools: Pools) -> Result<f64, String> {
         let model = catalog.model(&self.model).map_err(|e| e.to_string())?;
         let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
-        let profile = match overheads {
-            Some(profile) => profile,
-            None => catalog.engine(&self.engine).map_err(|e| e.to_string())?,
-        };
+        let layout = self.layout(catalog, pools.prefill, 0.9)?;
+        let fit = memory_fit_layout(model, card, &pools.prefill, &layout.memory)
+            .map_err(|rejected| rejected.reason)?;
+        Ok(crate::sim::disagg::kv_transfer_s(
+            &layout,
+            fit.kv_bytes_per_token_per_card,
+            self.input_tokens.mean(),
+        ))
+    }
+
+    /// The layout of one worker of `parallel` cards (memory at `memory_utilization`).
+    fn layout<'a>(
+        &self,
+        catalog: &'a Catalog,
+        parallel: Parallelism,
+        memory_utilization: f64,
+    ) -> Result<Layout<'a>, String> {
+        let model = catalog.model(&self.model).map_err(|e| e.to_string())?;
+        let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
         let longest = u64::from(self.input_tokens.max()) + u64::from(self.output_tokens.max());
         // The card's largest node shape: its scale-up domain and network, for a layout that
         // spans more than one node's cards.
@@ -105,17 +220,34 @@ impl Deployment {
             .iter()
             .filter(|n| n.card == card.name && n.interconnect == card.interconnect)
             .max_by_key(|n| n.cards_per_node);
-        let layout = Layout {
+        Ok(Layout {
             memory: MemoryOptions {
                 dtype: self.dtype,
                 kv_dtype: self.kv_dtype,
-                memory_utilization: profile.memory_utilization,
+                memory_utilization,
                 context_tokens: Some(longest.min(u64::from(u32::MAX)) as u32),
                 ..MemoryOptions::default()
             },
-            ..Layout::on_card(model, card, self.tp)
+            ..Layout::on_card(model, card, parallel.tp)
         }
-        .with_parallel(self.parallel, node);
+        .with_parallel(parallel, node))
+    }
+
+    /// Simulates one worker of this deployment.
+    fn simulate_worker(
+        &self,
+        catalog: &Catalog,
+        worker: Worker,
+        arrivals: Arrivals,
+        sample: Sample,
+        overheads: Option<&EngineProfile>,
+    ) -> Result<Simulated, String> {
+        let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
+        let profile = match overheads {
+            Some(profile) => profile,
+            None => catalog.engine(&self.engine).map_err(|e| e.to_string())?,
+        };
+        let layout = self.layout(catalog, worker.parallel, profile.memory_utilization)?;
         let mut calibration =
             Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
         if self.roofline {
@@ -132,13 +264,11 @@ impl Deployment {
         if let Some(budget) = self.token_budget {
             options.token_budget = budget;
         }
+        // A decode worker's prompts arrive with their KV: in place whatever the engine's
+        // prefix caching.
+        options.prefix_caching |= worker.kv_arrives;
         let mut request = PredictRequest::new(
-            Workload {
-                input_tokens: self.input_tokens.clone(),
-                output_tokens: self.output_tokens.clone(),
-                think_time: ThinkTime::NONE,
-                prefix_share: self.prefix_share,
-            },
+            worker.workload,
             Slo {
                 ttft_s: f64::INFINITY,
                 tpot_s: None,
@@ -161,5 +291,121 @@ impl Deployment {
         )
         .map_err(|rejected| rejected.reason)?;
         Ok(Simulated { level, basis })
+    }
+}
+
+/// What one simulated worker runs: its layout and its requests.
+struct Worker {
+    parallel: Parallelism,
+    workload: Workload,
+    /// Whether every prompt's KV arrives with the request (a decode worker).
+    kv_arrives: bool,
+}
+
+impl Worker {
+    fn aggregated(deployment: &Deployment) -> Worker {
+        Worker {
+            parallel: deployment.parallel,
+            workload: deployment.workload(),
+            kv_arrives: false,
+        }
+    }
+
+    fn decode(deployment: &Deployment) -> Worker {
+        Worker {
+            parallel: deployment.parallel,
+            workload: Workload {
+                prefix_share: PrefixShare::new(1.0).unwrap_or(PrefixShare::NONE),
+                ..deployment.workload()
+            },
+            kv_arrives: true,
+        }
+    }
+
+    /// A prefill worker: one-token requests from users away `away_s` between them.
+    fn prefill(deployment: &Deployment, parallel: Parallelism, away_s: f64) -> Worker {
+        Worker {
+            parallel,
+            workload: Workload {
+                output_tokens: TokenLengths::Fixed { tokens: 1 },
+                think_time: ThinkTime::fixed(away_s),
+                ..deployment.workload()
+            },
+            kv_arrives: false,
+        }
+    }
+}
+
+impl Deployment {
+    /// The requests as measured: lengths and shared prefix, no think time (benchmarks send
+    /// back to back).
+    fn workload(&self) -> Workload {
+        Workload {
+            input_tokens: self.input_tokens.clone(),
+            output_tokens: self.output_tokens.clone(),
+            think_time: ThinkTime::NONE,
+            prefix_share: self.prefix_share,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Llama-3.1-8B on H100s, 2 048 tokens in, 256 out, 16 users, disaggregated.
+    fn deployment(prefill_workers: u32, decode_workers: u32) -> Deployment {
+        Deployment {
+            model: "llama-3.1-8b".into(),
+            card: "H100-SXM".into(),
+            tp: 1,
+            parallel: Parallelism::tensor(1),
+            dtype: None,
+            kv_dtype: None,
+            engine: "vllm".into(),
+            max_running: None,
+            token_budget: None,
+            input_tokens: TokenLengths::Fixed { tokens: 2048 },
+            output_tokens: TokenLengths::Fixed { tokens: 256 },
+            prefix_share: PrefixShare::NONE,
+            roofline: false,
+            pools: Some(Pools {
+                prefill: Parallelism::tensor(1),
+                prefill_workers,
+                decode_workers,
+            }),
+        }
+    }
+
+    /// More decode workers share the users into smaller batches (lower TPOT); more prefill
+    /// workers queue fewer prompts each (lower TTFT); a prompt's first token never comes
+    /// before its KV has moved.
+    #[test]
+    fn each_pool_sets_its_own_latency() {
+        let catalog = Catalog::shipped().unwrap();
+        let run = |p: u32, d: u32| {
+            deployment(p, d)
+                .simulate(
+                    &catalog,
+                    Arrivals::Closed { users: 16 },
+                    Sample::benchmark(16, 4, 0.0),
+                    None,
+                )
+                .unwrap()
+                .level
+        };
+        let (one, wide_decode, wide_prefill) = (run(1, 1), run(1, 4), run(4, 1));
+        let tpot = |l: &LevelResult| l.tpot.map_or(f64::NAN, |t| t.mean);
+        assert!(
+            tpot(&wide_decode) < tpot(&one),
+            "{} vs {}",
+            tpot(&wide_decode),
+            tpot(&one)
+        );
+        assert!(wide_prefill.ttft.mean < one.ttft.mean);
+        let transfer = deployment(1, 1)
+            .kv_transfer_s(&catalog, deployment(1, 1).pools.unwrap())
+            .unwrap();
+        assert!(transfer > 0.0 && one.ttft.mean > transfer);
     }
 }

@@ -294,7 +294,11 @@ pub fn score_groups(rows: &[ComparedRow]) -> Vec<GroupScore> {
 /// the SLOs; `source` says what they were measured on.
 pub fn bands(scores: &[&SourceScore], source: &str) -> Vec<crate::catalog::band::ErrorBand> {
     let mut pooled: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
-    for score in scores {
+    // A disaggregated deployment's C* is not an instance's: no band rests on it.
+    for score in scores
+        .iter()
+        .filter(|s| s.model_class != silicon::DISAGGREGATED_CLASS)
+    {
         for c in &score.c_star {
             if c.subset == silicon::HELD_OUT {
                 pooled

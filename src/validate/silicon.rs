@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::deployment::{Deployment, Sample};
+use super::deployment::{Deployment, Pools, Sample};
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype, Model, Parallelism};
 use crate::error::InputError;
@@ -40,6 +40,22 @@ pub struct SiliconRow {
     pub moe_quant_mode: String,
     pub moe_tp_size: Option<u32>,
     pub moe_ep_size: Option<u32>,
+    /// Disaggregated rows: each pool's per-worker batch, worker count and layout.
+    pub prefill_num_workers: Option<u32>,
+    pub prefill_tp_size: Option<u32>,
+    pub prefill_pp_size: Option<u32>,
+    pub prefill_attention_dp_size: Option<u32>,
+    pub prefill_moe_tp_size: Option<u32>,
+    pub prefill_moe_ep_size: Option<u32>,
+    pub decode_batch_size: Option<u32>,
+    pub decode_num_workers: Option<u32>,
+    pub decode_tp_size: Option<u32>,
+    pub decode_pp_size: Option<u32>,
+    pub decode_attention_dp_size: Option<u32>,
+    pub decode_moe_tp_size: Option<u32>,
+    pub decode_moe_ep_size: Option<u32>,
+    /// The client's concurrency over the whole deployment.
+    pub silicon_concurrency: Option<u32>,
     pub silicon_ttft_ms: f64,
     pub silicon_tpot_ms: f64,
     /// When the collection was made (`YYYY-MM-DD`), where recorded.
@@ -88,36 +104,113 @@ fn dtype_of(mode: &str) -> Result<Option<Dtype>, String> {
     }
 }
 
-/// Which models' rows a source scores.
+/// Which rows a source scores: aggregated deployments of dense models or of mixtures of
+/// experts, or disaggregated deployments of either.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelClass {
     Dense,
     Mixture,
+    Disaggregated,
 }
 
-/// The layout of a mixture-of-experts row, or why it cannot be read: AIConfigurator records
-/// the attention's tp and dp and the experts' tp and ep, whose products must agree (both are
-/// the stage's cards).
-fn moe_parallelism(row: &SiliconRow, model: &Model) -> Result<Parallelism, String> {
-    let tp = row.tp_size.unwrap_or(1).max(1);
-    let dp = row.attention_dp_size.unwrap_or(1).max(1);
-    let (moe_tp, ep) = (
-        row.moe_tp_size.unwrap_or(1).max(1),
-        row.moe_ep_size.unwrap_or(1).max(1),
-    );
-    if tp * dp != moe_tp * ep {
-        return Err("attention tp × dp differs from experts' tp × ep".into());
+/// One worker's layout as a row records it: the attention's tp, pp and dp, the experts' tp
+/// and ep (the aggregated columns, or a disaggregated pool's).
+struct LayoutColumns {
+    tp: Option<u32>,
+    pp: Option<u32>,
+    dp: Option<u32>,
+    moe_tp: Option<u32>,
+    ep: Option<u32>,
+}
+
+impl LayoutColumns {
+    fn aggregated(row: &SiliconRow) -> LayoutColumns {
+        LayoutColumns {
+            tp: row.tp_size,
+            pp: row.pp_size,
+            dp: row.attention_dp_size,
+            moe_tp: row.moe_tp_size,
+            ep: row.moe_ep_size,
+        }
     }
-    let parallel = Parallelism {
-        tp,
-        pp: row.pp_size.unwrap_or(1).max(1),
-        dp,
-        ep,
+
+    fn prefill(row: &SiliconRow) -> LayoutColumns {
+        LayoutColumns {
+            tp: row.prefill_tp_size,
+            pp: row.prefill_pp_size,
+            dp: row.prefill_attention_dp_size,
+            moe_tp: row.prefill_moe_tp_size,
+            ep: row.prefill_moe_ep_size,
+        }
+    }
+
+    fn decode(row: &SiliconRow) -> LayoutColumns {
+        LayoutColumns {
+            tp: row.decode_tp_size,
+            pp: row.decode_pp_size,
+            dp: row.decode_attention_dp_size,
+            moe_tp: row.decode_moe_tp_size,
+            ep: row.decode_moe_ep_size,
+        }
+    }
+
+    /// The layout, or why it cannot be read. For a mixture of experts AIConfigurator records
+    /// the attention's tp and dp and the experts' tp and ep, whose products must agree (both
+    /// are the stage's cards); a dense model runs tensor parallel only.
+    fn parallelism(&self, model: &Model) -> Result<Parallelism, String> {
+        let one = |v: Option<u32>| v.unwrap_or(1).max(1);
+        let (tp, dp) = (one(self.tp), one(self.dp));
+        let mixture = model.experts.is_some_and(|e| e > 1);
+        if !mixture {
+            if one(self.pp) > 1 || dp > 1 {
+                return Err("pipeline or attention-data parallelism".into());
+            }
+            return Ok(Parallelism::tensor(tp));
+        }
+        if tp * dp != one(self.moe_tp) * one(self.ep) {
+            return Err("attention tp × dp differs from experts' tp × ep".into());
+        }
+        let parallel = Parallelism {
+            tp,
+            pp: one(self.pp),
+            dp,
+            ep: one(self.ep),
+        };
+        match parallel.problem(model) {
+            Some(problem) => Err(format!("layout not modelled: {problem}")),
+            None => Ok(parallel),
+        }
+    }
+}
+
+/// A disaggregated row's decode layout and pools (`None` for an aggregated row), or why it
+/// cannot be read: most disaggregated rows record each pool's layout but not how many
+/// workers of each ran, and without the counts the load per worker is unknown.
+fn disaggregated_layout(
+    row: &SiliconRow,
+    model: &Model,
+) -> Result<Option<(Parallelism, Pools)>, String> {
+    if row.mode == "agg" {
+        return Ok(None);
+    }
+    let (Some(prefill_workers), Some(decode_workers)) =
+        (row.prefill_num_workers, row.decode_num_workers)
+    else {
+        return Err("disaggregated row without its worker counts".into());
     };
-    match parallel.problem(model) {
-        Some(problem) => Err(format!("layout not modelled: {problem}")),
-        None => Ok(parallel),
+    if prefill_workers == 0 || decode_workers == 0 {
+        return Err("disaggregated row with no workers of one kind".into());
     }
+    let prefill = LayoutColumns::prefill(row).parallelism(model)?;
+    let decode = LayoutColumns::decode(row).parallelism(model)?;
+    Ok(Some((
+        decode,
+        Pools {
+            prefill,
+            prefill_workers,
+            decode_workers,
+        },
+    )))
 }
 
 /// The rows of this source as deployments to predict, with the measured figures.
@@ -133,9 +226,17 @@ pub fn comparisons(
             skipped.add("repeats an earlier row's measurement");
             continue;
         }
-        if row.mode != "agg" {
-            skipped.add("disaggregated deployment (scored by the next issue's work)");
-            continue;
+        let disaggregated = row.mode != "agg";
+        match (class, disaggregated) {
+            (ModelClass::Disaggregated, false) => {
+                skipped.add("aggregated deployment (the dense and MoE sources score it)");
+                continue;
+            }
+            (ModelClass::Dense | ModelClass::Mixture, true) => {
+                skipped.add("disaggregated deployment (the disaggregated source scores it)");
+                continue;
+            }
+            _ => {}
         }
         let Ok(model) = catalog.model(&catalog_model_name(&row.model_path)) else {
             skipped.add(format!("model {} not in the catalog", row.model_path));
@@ -153,20 +254,19 @@ pub fn comparisons(
             }
             _ => {}
         }
-        let parallel = if mixture {
-            match moe_parallelism(row, model) {
-                Ok(parallel) => parallel,
-                Err(why) => {
-                    skipped.add(why);
-                    continue;
-                }
-            }
-        } else {
-            if row.pp_size.unwrap_or(1) > 1 || row.attention_dp_size.unwrap_or(1) > 1 {
-                skipped.add("pipeline or attention-data parallelism");
+        let layout = match disaggregated_layout(row, model) {
+            Ok(Some((decode, pools))) => Ok((decode, Some(pools))),
+            Ok(None) => LayoutColumns::aggregated(row)
+                .parallelism(model)
+                .map(|parallel| (parallel, None)),
+            Err(why) => Err(why),
+        };
+        let (parallel, pools) = match layout {
+            Ok(layout) => layout,
+            Err(why) => {
+                skipped.add(why);
                 continue;
             }
-            Parallelism::tensor(row.tp_size.unwrap_or(1))
         };
         let Some(card) = catalog
             .cards
@@ -194,9 +294,22 @@ pub fn comparisons(
         let kv_dtype = dtype
             .filter(|d| matches!(d, Dtype::Fp8 | Dtype::Fp4))
             .map(|_| Dtype::Fp8);
-        let (Some(concurrency), Some(tp)) = (row.batch_size, row.tp_size) else {
+        // An aggregated row's load is its per-worker batch; a disaggregated row's the
+        // client's concurrency over the whole deployment.
+        let load = if pools.is_some() {
+            row.silicon_concurrency
+        } else {
+            row.batch_size.filter(|_| row.tp_size.is_some())
+        };
+        let Some(concurrency) = load else {
             skipped.add("no concurrency or TP size");
             continue;
+        };
+        let tp = parallel.tp;
+        let batch = if pools.is_some() {
+            row.decode_batch_size
+        } else {
+            row.batch_size
         };
         let engine = engine_profile_name(row);
         out.push(Comparison {
@@ -212,11 +325,12 @@ pub fn comparisons(
                 kv_dtype,
                 engine,
                 max_running: None,
-                token_budget: deployed_budget(&row.backend, row.isl, row.batch_size.unwrap_or(1)),
+                token_budget: deployed_budget(&row.backend, row.isl, batch.unwrap_or(1)),
                 input_tokens: TokenLengths::Fixed { tokens: row.isl },
                 output_tokens: TokenLengths::Fixed { tokens: row.osl },
                 prefix_share: PrefixShare::NONE,
                 roofline: false,
+                pools,
             },
             arrivals: Arrivals::Closed { users: concurrency },
             // AIConfigurator's benchmark recipe (`bench_run.sh`): AIPerf at this concurrency,
@@ -303,16 +417,34 @@ fn deployed_budget(backend: &str, isl: u32, batch: u32) -> Option<u64> {
 
 /// Rows of one sweep: the same deployment at several concurrencies.
 fn sweep_key(row: &SiliconRow) -> String {
+    let columns = |c: LayoutColumns| {
+        format!(
+            "tp{}dp{}ep{}",
+            c.tp.unwrap_or(1),
+            c.dp.unwrap_or(1),
+            c.ep.unwrap_or(1)
+        )
+    };
+    // A disaggregated deployment is its two pools: their layouts and worker counts.
+    let layout = if row.mode == "agg" {
+        columns(LayoutColumns::aggregated(row))
+    } else {
+        format!(
+            "{}P{}:{}D{}",
+            row.prefill_num_workers.unwrap_or(0),
+            columns(LayoutColumns::prefill(row)),
+            row.decode_num_workers.unwrap_or(0),
+            columns(LayoutColumns::decode(row)),
+        )
+    };
     format!(
-        "{}|{}|{}|{}|{}|tp{}dp{}ep{}|{}x{}|{}",
+        "{}|{}|{}|{}|{}|{}|{}x{}|{}",
         row.backend,
         row.backend_version,
         row.model_path,
         row.system,
         row.gemm_quant_mode,
-        row.tp_size.unwrap_or(1),
-        row.attention_dp_size.unwrap_or(1),
-        row.moe_ep_size.unwrap_or(1),
+        layout,
         row.isl,
         row.osl,
         row.mode
@@ -369,6 +501,35 @@ pub fn moe_source(catalog: &Catalog) -> Result<TableSource, InputError> {
         model_class: "mixture of experts",
     })
 }
+
+/// The disaggregated rows (prefill and decode on separate workers, each pool with its own
+/// layout; DeepSeek-V3, Kimi-K2.5, Qwen3 under TensorRT-LLM, SGLang and vLLM): all held out,
+/// like the mixture-of-experts rows. Only rows that record both pools' worker counts can be
+/// simulated.
+pub fn disaggregated_source(catalog: &Catalog) -> Result<TableSource, InputError> {
+    let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
+    let mut skipped = SkipReasons::default();
+    let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Disaggregated);
+    for comparison in &mut comparisons {
+        comparison.subset = HELD_OUT.into();
+    }
+    Ok(TableSource {
+        name: "AIConfigurator silicon sample, disaggregated".into(),
+        file: FIXTURE_NAME.into(),
+        split: "every row held out: nothing is fitted on a disaggregated row; each pool is \
+                simulated with the users the router gives it (decode: prompts' KV in place; \
+                prefill: one-token requests, each user away for its transfer and decode)"
+            .into(),
+        comparisons,
+        skipped,
+        total_rows: rows.len(),
+        model_class: DISAGGREGATED_CLASS,
+    })
+}
+
+/// The model class of the disaggregated source's sweeps: kept out of the C* bands, which
+/// are for aggregated instances.
+pub const DISAGGREGATED_CLASS: &str = "disaggregated";
 
 /// Measured rounds per silicon row: AIConfigurator's benchmark sends `--num-requests` 20 ×
 /// the concurrency (`BENCH_MULTI_ROUND`), the first round of which starts together.
@@ -466,6 +627,34 @@ mod tests {
             assert!(aggregated > 100, "{path}: {aggregated}");
             assert_eq!(scored, aggregated, "{path}: {skipped:?}");
         }
+    }
+
+    /// Disaggregated rows that record their worker counts are read with both pools'
+    /// layouts; the others are skipped with that reason.
+    #[test]
+    fn disaggregated_rows_carry_both_pools() {
+        let catalog = Catalog::shipped().unwrap();
+        let rows = read_rows(FIXTURE, FIXTURE_NAME).unwrap();
+        let mut skipped = SkipReasons::default();
+        let comparisons = comparisons(&catalog, &rows, &mut skipped, ModelClass::Disaggregated);
+        assert!(comparisons.len() > 200, "{}", comparisons.len());
+        assert!(skipped
+            .reasons
+            .contains_key("disaggregated row without its worker counts"));
+        let kimi = comparisons
+            .iter()
+            .find(|c| c.id == "kimik2_5_gb200_trtllm_fp4_disagg_1024x1024_c4_cfg759")
+            .expect("the Kimi-K2.5 row");
+        let pools = kimi.deployment.pools.expect("pools");
+        assert_eq!((pools.prefill_workers, pools.decode_workers), (1, 4));
+        assert_eq!(
+            (pools.prefill.tp, pools.prefill.dp, pools.prefill.ep),
+            (1, 4, 4)
+        );
+        let decode = kimi.deployment.parallel;
+        assert_eq!((decode.tp, decode.dp, decode.ep), (8, 1, 8));
+        assert_eq!(kimi.arrivals, Arrivals::Closed { users: 4 });
+        assert!(comparisons.iter().all(|c| c.deployment.pools.is_some()));
     }
 
     #[test]

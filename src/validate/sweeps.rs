@@ -176,6 +176,7 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 },
                 prefix_share: PrefixShare::NONE,
                 roofline: false,
+                pools: None,
             },
             arrivals: Arrivals::Closed {
                 users: row.concurrency,
