@@ -460,6 +460,10 @@ pub struct ServeArgs {
     /// Model name clients must send [default: the catalog name]
     #[arg(long)]
     pub served_model_name: Option<String>,
+    /// Serve a disaggregated deployment: this many prefill and decode workers of the layout
+    /// (e.g. 1:3), prompts' KV moved between them over the node shape's network
+    #[arg(long, value_parser = parse_input::<PdSplit>, value_name = "P:D")]
+    pub pd: Option<PdSplit>,
     #[command(flatten)]
     pub engine: EngineFlags,
     #[command(flatten)]

@@ -19,7 +19,7 @@ use capplan::sim::calibration_file::Calibrations;
 use capplan::sim::engine::EngineOptions;
 use capplan::sim::predict::{engine_for, Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
-use capplan::sim::serve::{serve, start, RunningServer, ServeConfig};
+use capplan::sim::serve::{start, RunningServer, ServeConfig};
 use capplan::{plan, report};
 use cli::{
     folder_or_default, Cli, Command, HardwareCommand, LayoutArgs, MemoryFlags, ResolvedSolve,
@@ -156,52 +156,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 profile,
                 &calibrations(cli)?,
             )?;
-            if layout.parallel.pp > 1 {
-                return Err(capplan::InputError::value(format!(
-                    "--pp {}: capplan serve runs one engine and does not simulate pipeline \
-                     stages' batches in flight yet; `capplan predict` models them",
-                    layout.parallel.pp
-                ))
-                .into());
-            }
-            let (engine, _) = engine_for(
-                &layout,
-                &calibration,
-                &args.engine.options(profile, layout.card),
-                true,
-            )
-            .map_err(|rejected| capplan::InputError::value(format!("cannot serve: {rejected}")))?;
-            let config = ServeConfig {
-                host: args.host.clone(),
-                port: args.port,
-                time_scale: args.time_scale,
-                seed: args.seed,
-                model_name: args
-                    .served_model_name
-                    .clone()
-                    .unwrap_or_else(|| layout.model.name.clone()),
-                output_tokens: args.output_tokens.clone(),
-                faults: FaultPlan::new(args.fault.clone(), args.seed)?,
-                stall_for: std::time::Duration::from_secs_f64(args.stall_for),
-                log: args.log.clone(),
-            };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            runtime.block_on(serve(
-                engine,
-                config,
-                |url| {
-                    use std::io::Write;
-                    println!("{url}");
-                    let _ = std::io::stdout().flush();
-                },
-                async {
-                    let _ = tokio::signal::ctrl_c().await;
-                },
-            ))?;
-            Ok(ExitCode::SUCCESS)
+            commands::serve::run(&catalog, args, &layout, &calibration)
         }
         Command::Probe(args) => {
             let (config, folder) = match &args.resume {

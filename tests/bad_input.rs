@@ -321,6 +321,19 @@ fn layouts_that_do_not_divide_the_model() {
         &predict_8b(&[], "H100-SXM", &["--attention-dp", "2"]),
         &["attention dp 2", "dense"],
     );
+    // `serve --pd` refuses an empty pool before it listens.
+    assert_input_error(
+        &capplan(&[
+            "serve",
+            "--model",
+            "llama-3.1-8b",
+            "--card",
+            "H100-SXM",
+            "--pd",
+            "2:0",
+        ]),
+        &["2P:0D"],
+    );
     let run = capplan(&[
         "memory",
         "--model",

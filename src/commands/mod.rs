@@ -4,4 +4,5 @@
 pub mod completions;
 pub mod operators;
 pub mod predict;
+pub mod serve;
 pub mod validate;

@@ -89,14 +89,14 @@ impl EngineHandle {
     }
 }
 
-/// Starts the engine task; `time_scale` F runs F× faster than real time.
-pub fn spawn(engine: Engine, time_scale: f64) -> EngineHandle {
+/// Starts the engine task, `time_scale` F× faster than real time, on a clock that started at
+/// `origin` (the engines of one deployment share it, so their engine times compare).
+pub fn spawn_at(engine: Engine, time_scale: f64, origin: Instant) -> EngineHandle {
     let (commands, receiver) = mpsc::unbounded_channel();
     let gauges = Arc::new(Mutex::new(EngineGauges {
         kv_capacity: engine.config().kv_capacity,
         ..EngineGauges::default()
     }));
-    let origin = Instant::now();
     let handle = EngineHandle {
         commands,
         gauges: gauges.clone(),

@@ -7,6 +7,7 @@
 //! `stream_options.include_usage` is set, then `data: [DONE]`. Sockets have TCP_NODELAY: without
 //! it Nagle's algorithm and delayed ACKs add ~40 ms to a first token on loopback.
 
+pub mod backend;
 pub mod driver;
 pub mod fault;
 pub mod openai;
@@ -29,11 +30,13 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use self::driver::{EngineHandle, TokenEvent};
+use self::backend::Backend;
+pub use self::backend::Engines;
+use self::driver::TokenEvent;
 use self::fault::{FaultKind, FaultPlan};
 use self::openai::{error_body, sse, token_count, token_text, Api, CompletionBody, Frames, DONE};
 use self::truth::{TruthLog, TruthRecord};
-use crate::sim::engine::{Engine, EngineRequest};
+use crate::sim::engine::EngineRequest;
 use crate::sim::prefix_cache::{block_hashes, PrefixCache};
 use crate::workload::TokenLengths;
 
@@ -56,7 +59,7 @@ pub struct ServeConfig {
 }
 
 struct AppState {
-    engine: EngineHandle,
+    engine: Backend,
     config: ServeConfig,
     requests: AtomicU64,
     truth: Option<TruthLog>,
@@ -75,7 +78,7 @@ struct AppState {
 
 /// Binds, reports the base URL through `ready`, and serves until `shutdown` completes.
 pub async fn serve<F>(
-    engine: Engine,
+    engines: impl Into<Engines>,
     config: ServeConfig,
     ready: impl FnOnce(String),
     shutdown: F,
@@ -100,14 +103,19 @@ where
         })?),
         None => None,
     };
-    let block = engine.config().kv_block_tokens;
+    let engines = engines.into();
+    let first = engines
+        .first_config()
+        .ok_or_else(|| anyhow::anyhow!("a disaggregated deployment needs prefill workers"))?;
+    // The prefix cache is the prompt-taking engine's (a disaggregated pool's prefill workers
+    // are taken to share one).
+    let block = first.kv_block_tokens;
     let state = Arc::new(AppState {
-        prefix_cache: engine
-            .config()
+        prefix_cache: first
             .prefix_caching
-            .then(|| Mutex::new(PrefixCache::new(engine.config().kv_capacity / block))),
+            .then(|| Mutex::new(PrefixCache::new(first.kv_capacity / block))),
         prefix_block: block as usize,
-        engine: driver::spawn(engine, config.time_scale),
+        engine: Backend::start(engines, config.time_scale),
         lengths: Mutex::new(StdRng::seed_from_u64(config.seed)),
         config,
         requests: AtomicU64::new(0),
@@ -147,13 +155,17 @@ pub struct RunningServer {
 }
 
 /// Starts [`serve`] on the current runtime and waits until it listens.
-pub async fn start(engine: Engine, config: ServeConfig) -> anyhow::Result<RunningServer> {
+pub async fn start(
+    engines: impl Into<Engines>,
+    config: ServeConfig,
+) -> anyhow::Result<RunningServer> {
+    let engines = engines.into();
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let result = serve(
-            engine,
+            engines,
             config,
             move |url| {
                 let _ = url_tx.send(url);

@@ -1,0 +1,97 @@
+//! `capplan serve`: the simulated engine behind an OpenAI-compatible API — one engine, or with
+//! `--pd P:D` a disaggregated deployment of prefill and decode workers of the same layout.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use capplan::catalog::{memory_fit_layout, Catalog};
+use capplan::sim::disagg::kv_transfer_s;
+use capplan::sim::engine::Engine;
+use capplan::sim::predict::{engine_for, Calibration, Layout};
+use capplan::sim::serve::backend::KvTransfer;
+use capplan::sim::serve::fault::FaultPlan;
+use capplan::sim::serve::{serve, Engines, ServeConfig};
+
+use crate::cli::ServeArgs;
+
+/// Serves `layout` until Ctrl-C, printing the URL first.
+pub fn run(
+    catalog: &Catalog,
+    args: &ServeArgs,
+    layout: &Layout,
+    calibration: &Calibration,
+) -> anyhow::Result<ExitCode> {
+    let profile = args.engine.profile(catalog)?;
+    if layout.parallel.pp > 1 {
+        return Err(capplan::InputError::value(format!(
+            "--pp {}: capplan serve runs each worker as one engine and does not simulate \
+             pipeline stages' batches in flight yet; `capplan predict` models them",
+            layout.parallel.pp
+        ))
+        .into());
+    }
+    let options = args.engine.options(profile, layout.card);
+    let engine = || -> anyhow::Result<Engine> {
+        let (engine, _) = engine_for(layout, calibration, &options, true)
+            .map_err(|rejected| capplan::InputError::value(format!("cannot serve: {rejected}")))?;
+        Ok(engine)
+    };
+    let engines = match args.pd {
+        None => Engines::Aggregated(Box::new(engine()?)),
+        Some(split) => {
+            if let Some(problem) = split.problem() {
+                return Err(capplan::InputError::value(problem).into());
+            }
+            let fit =
+                memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)
+                    .map_err(|rejected| {
+                        capplan::InputError::value(format!("cannot serve: {rejected}"))
+                    })?;
+            let per_token = fit.kv_bytes_per_token_per_card;
+            let fixed_s = kv_transfer_s(layout, per_token, 0.0);
+            Engines::Disaggregated {
+                prefill: (0..split.prefill)
+                    .map(|_| engine())
+                    .collect::<Result<_, _>>()?,
+                decode: (0..split.decode)
+                    .map(|_| engine())
+                    .collect::<Result<_, _>>()?,
+                transfer: KvTransfer {
+                    fixed_s,
+                    per_token_s: kv_transfer_s(layout, per_token, 1.0) - fixed_s,
+                },
+            }
+        }
+    };
+    let config = ServeConfig {
+        host: args.host.clone(),
+        port: args.port,
+        time_scale: args.time_scale,
+        seed: args.seed,
+        model_name: args
+            .served_model_name
+            .clone()
+            .unwrap_or_else(|| layout.model.name.clone()),
+        output_tokens: args.output_tokens.clone(),
+        faults: FaultPlan::new(args.fault.clone(), args.seed)?,
+        stall_for: std::time::Duration::from_secs_f64(args.stall_for),
+        log: args.log.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(
+        engines,
+        config,
+        |url| {
+            use std::io::Write;
+            println!("{url}");
+            let _ = std::io::stdout().flush();
+        },
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        },
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
