@@ -294,12 +294,16 @@ pub fn comparisons(
         let kv_dtype = dtype
             .filter(|d| matches!(d, Dtype::Fp8 | Dtype::Fp4))
             .map(|_| Dtype::Fp8);
-        // An aggregated row's load is its per-worker batch; a disaggregated row's the
-        // client's concurrency over the whole deployment.
+        // An aggregated row's batch is one attention replica's: the instance holds that many
+        // users in each of its `dp` replicas (the collection's concurrency is batch × dp in
+        // all but one of the rows with attention data parallelism). A disaggregated row's
+        // load is the client's concurrency over the whole deployment.
         let load = if pools.is_some() {
             row.silicon_concurrency
         } else {
-            row.batch_size.filter(|_| row.tp_size.is_some())
+            row.batch_size
+                .filter(|_| row.tp_size.is_some())
+                .map(|batch| batch * parallel.dp.max(1))
         };
         let Some(concurrency) = load else {
             skipped.add("no concurrency or TP size");
