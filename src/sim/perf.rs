@@ -18,6 +18,8 @@
 //! TP over PCIe loses to TP over NVLink. Mixture-of-experts models read only the experts the
 //! step's tokens route to: 1 − (1 − k/E)^tokens of them in expectation.
 
+use std::cell::RefCell;
+
 use serde::Serialize;
 
 use super::fabric::Fabric;
@@ -191,6 +193,10 @@ pub struct PerfModel {
     /// Decode batch sizes the engine runs as CUDA graphs (a decode-only step is padded up to
     /// the next one); empty for none.
     pub graph_sizes: Vec<u32>,
+    /// The share of routed experts a step's tokens touch, by token count (a whole number):
+    /// a power per iteration was a sixteenth of a roofline mixture's prediction.
+    #[serde(skip)]
+    pub(crate) experts_touched: RefCell<Vec<Option<f64>>>,
 }
 
 impl PerfModel {
@@ -263,6 +269,7 @@ impl PerfModel {
             efficiency,
             operators: None,
             graph_sizes: Vec::new(),
+            experts_touched: RefCell::default(),
         }
     }
 
@@ -321,8 +328,7 @@ impl PerfModel {
     /// routed experts its tokens touch.
     fn weight_bytes_split(&self, tokens: f64) -> (f64, f64) {
         let experts_read = if self.expert_params > 0.0 {
-            let untouched = (1.0 - self.experts_per_token / self.experts).powf(tokens.max(1.0));
-            self.expert_params * (1.0 - untouched)
+            self.expert_params * self.experts_touched(tokens.max(1.0))
         } else {
             0.0
         };
@@ -330,6 +336,26 @@ impl PerfModel {
             self.shared_params / f64::from(self.tp) * self.weight_bytes_per_param,
             experts_read / f64::from(self.parallel.stage_cards()) * self.weight_bytes_per_param,
         )
+    }
+
+    /// The share of routed experts `tokens` touch, each choosing `experts_per_token` at
+    /// random: 1 − (1 − k/E)^tokens (remembered by the token count, a whole number).
+    fn experts_touched(&self, tokens: f64) -> f64 {
+        let touched = || 1.0 - (1.0 - self.experts_per_token / self.experts).powf(tokens);
+        if tokens.fract() != 0.0 || tokens > 1e6 {
+            return touched();
+        }
+        let key = tokens as usize;
+        if let Some(Some(known)) = self.experts_touched.borrow().get(key) {
+            return *known;
+        }
+        let value = touched();
+        let mut memo = self.experts_touched.borrow_mut();
+        if memo.len() <= key {
+            memo.resize(key + 1, None);
+        }
+        memo[key] = Some(value);
+        value
     }
 
     pub fn step_time(&self, work: &StepWork) -> StepTime {

@@ -24,7 +24,7 @@ use crate::catalog::{
     Model, Node, Parallelism,
 };
 use crate::slo::{format_seconds, Slo};
-use crate::stats::{statistic, Summary};
+use crate::stats::{SortedSample, Summary};
 use crate::workload::Workload;
 
 /// One serving instance to model: a model on `tp` cards linked by `interconnect` — or, with
@@ -508,30 +508,7 @@ pub fn evaluate_level(
     request: &PredictRequest,
     concurrency: u32,
 ) -> Result<LevelResult, LayoutRejected> {
-    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
-    // A pipeline's users spread over its batches in flight; the fullest one is simulated.
-    let engines = layout.virtual_engines();
-    let per_engine = concurrency.max(1).div_ceil(engines);
-    let users = per_engine as usize;
-    let stagger_s = request_cycle_s(&engine, &request.workload, per_engine);
-    let spec = RunSpec {
-        arrivals: Arrivals::Closed { users: per_engine },
-        workload: request.workload.clone(),
-        // Users start spread over one request cycle (`stagger_s`), so the engine is near its
-        // steady state from the start: half a round of warm-up settles the rest.
-        warmup_requests: (users / 2).max(10),
-        // Enough for a stable p90/p99 at small concurrency, two rounds of every user at
-        // large, capped (1 500 requests put a p90 within about 1.5 % of itself) to keep a
-        // plan over the whole catalog's cards in its time budget.
-        measured_requests: (2 * users).clamp(60, 1500),
-        seed: request.seed,
-        client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
-        stagger_s,
-        client_jitter_s: 0.0,
-        request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
-    };
-    let run = run_virtual(&mut engine, &spec);
-    Ok(judge(concurrency, None, &run, &request.slo).across(engines))
+    LevelRunner::new(layout, calibration, request)?.closed(concurrency)
 }
 
 /// Runs one open-loop level (Poisson arrivals at `rate` per second) and judges it.
@@ -541,23 +518,118 @@ pub fn evaluate_rate(
     request: &PredictRequest,
     rate: f64,
 ) -> Result<LevelResult, LayoutRejected> {
-    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
-    let engines = layout.virtual_engines();
-    let spec = RunSpec {
-        arrivals: Arrivals::Open {
-            rate: rate / f64::from(engines),
-        },
-        workload: request.workload.clone(),
-        warmup_requests: (request.open_loop_requests / 10).max(30),
-        measured_requests: request.open_loop_requests.max(100),
-        seed: request.seed,
-        client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
-        stagger_s: 0.0,
-        client_jitter_s: 0.0,
-        request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
-    };
-    let run = run_virtual(&mut engine, &spec);
-    Ok(judge(0, Some(rate), &run, &request.slo).across(engines))
+    LevelRunner::new(layout, calibration, request)?.open(rate)
+}
+
+/// Runs one instance's load levels one after another on the same step model, so that the
+/// layer times it remembers by token count carry over from level to level (a search used to
+/// rebuild them for every level it ran).
+pub struct LevelRunner<'a> {
+    layout: &'a Layout<'a>,
+    calibration: &'a Calibration,
+    request: &'a PredictRequest,
+    config: EngineConfig,
+    /// Lent to each level's engine while it runs.
+    perf: Option<PerfModel>,
+}
+
+impl<'a> LevelRunner<'a> {
+    pub fn new(
+        layout: &'a Layout<'a>,
+        calibration: &'a Calibration,
+        request: &'a PredictRequest,
+    ) -> Result<LevelRunner<'a>, LayoutRejected> {
+        let (engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+        Ok(LevelRunner::with_engine(
+            layout,
+            calibration,
+            request,
+            engine,
+        ))
+    }
+
+    /// The same with the instance's engine already set up (idle).
+    fn with_engine(
+        layout: &'a Layout<'a>,
+        calibration: &'a Calibration,
+        request: &'a PredictRequest,
+        engine: Engine,
+    ) -> LevelRunner<'a> {
+        LevelRunner {
+            layout,
+            calibration,
+            request,
+            config: *engine.config(),
+            perf: Some(engine.into_perf()),
+        }
+    }
+
+    /// An idle engine of this instance with the shared step model.
+    fn engine(&mut self) -> Result<Engine, LayoutRejected> {
+        match self.perf.take() {
+            Some(perf) => Ok(Engine::new(self.config, perf, false)),
+            None => engine_for(self.layout, self.calibration, &self.request.engine, false)
+                .map(|(engine, _)| engine),
+        }
+    }
+
+    /// Takes the step model back from a level's engine.
+    fn keep(&mut self, engine: Engine) {
+        self.perf = Some(engine.into_perf());
+    }
+
+    /// One closed-loop level of `concurrency` users, judged against the SLO.
+    pub fn closed(&mut self, concurrency: u32) -> Result<LevelResult, LayoutRejected> {
+        let (layout, calibration, request) = (self.layout, self.calibration, self.request);
+        let mut engine = self.engine()?;
+        // A pipeline's users spread over its batches in flight; the fullest one is simulated.
+        let engines = layout.virtual_engines();
+        let per_engine = concurrency.max(1).div_ceil(engines);
+        let users = per_engine as usize;
+        let stagger_s = request_cycle_s(&engine, &request.workload, per_engine);
+        let spec = RunSpec {
+            arrivals: Arrivals::Closed { users: per_engine },
+            workload: request.workload.clone(),
+            // Users start spread over one request cycle (`stagger_s`), so the engine is near
+            // its steady state from the start: half a round of warm-up settles the rest.
+            warmup_requests: (users / 2).max(10),
+            // Enough for a stable p90/p99 at small concurrency, two rounds of every user at
+            // large, capped (1 500 requests put a p90 within about 1.5 % of itself) to keep a
+            // plan over the whole catalog's cards in its time budget.
+            measured_requests: (2 * users).clamp(60, 1500),
+            seed: request.seed,
+            client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+            stagger_s,
+            client_jitter_s: 0.0,
+            request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+        };
+        let run = run_virtual(&mut engine, &spec);
+        self.keep(engine);
+        Ok(judge(concurrency, None, &run, &request.slo).across(engines))
+    }
+
+    /// One open-loop level (Poisson arrivals at `rate` per second), judged against the SLO.
+    pub fn open(&mut self, rate: f64) -> Result<LevelResult, LayoutRejected> {
+        let (layout, calibration, request) = (self.layout, self.calibration, self.request);
+        let mut engine = self.engine()?;
+        let engines = layout.virtual_engines();
+        let spec = RunSpec {
+            arrivals: Arrivals::Open {
+                rate: rate / f64::from(engines),
+            },
+            workload: request.workload.clone(),
+            warmup_requests: (request.open_loop_requests / 10).max(30),
+            measured_requests: request.open_loop_requests.max(100),
+            seed: request.seed,
+            client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+            stagger_s: 0.0,
+            client_jitter_s: 0.0,
+            request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+        };
+        let run = run_virtual(&mut engine, &spec);
+        self.keep(engine);
+        Ok(judge(0, Some(rate), &run, &request.slo).across(engines))
+    }
 }
 
 impl LevelResult {
@@ -575,9 +647,9 @@ impl LevelResult {
 }
 
 fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo) -> LevelResult {
-    let ttfts: Vec<f64> = run.requests.iter().map(|r| r.ttft()).collect();
-    let tpots: Vec<f64> = run.requests.iter().filter_map(|r| r.tpot()).collect();
-    let e2es: Vec<f64> = run.requests.iter().map(|r| r.e2e()).collect();
+    let ttfts = SortedSample::new(run.requests.iter().map(|r| r.ttft()).collect());
+    let tpots = SortedSample::new(run.requests.iter().filter_map(|r| r.tpot()).collect());
+    let e2es = SortedSample::new(run.requests.iter().map(|r| r.e2e()).collect());
     let empty = Summary {
         n: 0,
         mean: f64::NAN,
@@ -587,7 +659,7 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
         p99: f64::NAN,
     };
     let mut failed = Vec::new();
-    let ttft_stat = statistic(&ttfts, slo.percentile);
+    let ttft_stat = ttfts.statistic(slo.percentile);
     let mut slo_ratio = ttft_stat / slo.ttft_s;
     if ttft_stat.is_nan() || ttft_stat > slo.ttft_s {
         failed.push(format!(
@@ -598,7 +670,7 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
         ));
     }
     if let Some(limit) = slo.tpot_s {
-        let tpot_stat = statistic(&tpots, slo.percentile);
+        let tpot_stat = tpots.statistic(slo.percentile);
         if !tpots.is_empty() {
             slo_ratio = slo_ratio.max(tpot_stat / limit);
         }
@@ -617,16 +689,16 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
     let mean_e2e = if e2es.is_empty() {
         0.0
     } else {
-        e2es.iter().sum::<f64>() / e2es.len() as f64
+        e2es.statistic(crate::slo::Percentile::Mean)
     };
     LevelResult {
         concurrency,
         offered_rate,
         mean_in_flight: run.requests_per_s() * mean_e2e,
         requests: run.requests.len(),
-        ttft: Summary::of(&ttfts).unwrap_or(empty),
-        tpot: Summary::of(&tpots),
-        e2e: Summary::of(&e2es).unwrap_or(empty),
+        ttft: ttfts.summary().unwrap_or(empty),
+        tpot: tpots.summary(),
+        e2e: e2es.summary().unwrap_or(empty),
         output_tokens_per_s: run.output_tokens_per_s(),
         requests_per_s: run.requests_per_s(),
         mean_batch: run.mean_batch,
@@ -641,12 +713,13 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
     }
 }
 
-/// A prediction with no levels yet: the layout checked against memory and the workload.
+/// A prediction with no levels yet — the layout checked against memory and the workload —
+/// and the engine its levels will run on.
 fn predict_shell(
     layout: &Layout,
     calibration: &Calibration,
     request: &PredictRequest,
-) -> Result<Prediction, LayoutRejected> {
+) -> Result<(Prediction, Engine), LayoutRejected> {
     let (engine, memory) = engine_for(layout, calibration, &request.engine, false)?;
     let longest = u64::from(request.workload.input_tokens.max())
         + u64::from(request.workload.output_tokens.max());
@@ -658,7 +731,7 @@ fn predict_shell(
             ),
         });
     }
-    Ok(Prediction {
+    let prediction = Prediction {
         model: layout.model.name.clone(),
         card: layout.card.name.clone(),
         tp: layout.tp,
@@ -682,7 +755,8 @@ fn predict_shell(
         instances_per_node: 1,
         disaggregated: None,
         elapsed_ms: 0.0,
-    })
+    };
+    Ok((prediction, engine))
 }
 
 /// Finds C* for `layout`: concurrency doubles from 1 until the SLO fails, then the bracket is
@@ -693,12 +767,14 @@ pub fn predict(
     request: &PredictRequest,
 ) -> Result<Prediction, LayoutRejected> {
     let started = Instant::now();
-    let mut prediction = predict_shell(layout, calibration, request)?;
+    let (mut prediction, engine) = predict_shell(layout, calibration, request)?;
     let mut levels: BTreeMap<u32, LevelResult> = BTreeMap::new();
     // Each level's share of the SLO used, by users.
     let mut ratios: BTreeMap<u32, f64> = BTreeMap::new();
+    // One step model for every level (see `LevelRunner`).
+    let mut runner = LevelRunner::with_engine(layout, calibration, request, engine);
     let mut evaluate = |c: u32, ratios: &mut BTreeMap<u32, f64>| -> Result<bool, LayoutRejected> {
-        let result = evaluate_level(layout, calibration, request, c)?;
+        let result = runner.closed(c)?;
         let pass = result.pass;
         ratios.insert(c, result.slo_ratio);
         levels.insert(c, result);
@@ -777,10 +853,16 @@ pub fn predict_rate(
     search: &RateSearch,
 ) -> Result<Prediction, LayoutRejected> {
     let started = Instant::now();
-    let mut prediction = predict_shell(layout, calibration, request)?;
+    let (mut prediction, engine) = predict_shell(layout, calibration, request)?;
     let mut levels: Vec<LevelResult> = Vec::new();
+    let mut runner = LevelRunner::with_engine(layout, calibration, request, engine);
+    // One user alone sends a request every E2E: a rate that nearly always passes.
+    let alone = match search {
+        RateSearch::Auto => Some(runner.closed(1)?),
+        RateSearch::Fixed(_) => None,
+    };
     let mut evaluate = |rate: f64| -> Result<bool, LayoutRejected> {
-        let result = evaluate_rate(layout, calibration, request, rate)?;
+        let result = runner.open(rate)?;
         let pass = result.pass;
         levels.push(result);
         Ok(pass)
@@ -797,10 +879,9 @@ pub fn predict_rate(
             }
         }
         RateSearch::Auto => {
-            // One user alone sends a request every E2E: a rate that nearly always passes.
-            let alone = evaluate_level(layout, calibration, request, 1)?;
-            let mut rate = if alone.e2e.mean > 0.0 {
-                1.0 / alone.e2e.mean
+            let alone_e2e = alone.map_or(0.0, |level| level.e2e.mean);
+            let mut rate = if alone_e2e > 0.0 {
+                1.0 / alone_e2e
             } else {
                 1.0
             };

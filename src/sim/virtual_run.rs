@@ -6,14 +6,14 @@
 //! until every one of them has finished, so slow requests are not cut off (survivor bias).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 
-use super::engine::{Engine, EngineRequest};
+use super::engine::{Engine, EngineRequest, StepOutcome};
 use crate::workload::Workload;
 
 /// How requests arrive.
@@ -169,7 +169,8 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
         Arrivals::Open { .. } | Arrivals::Paced { .. } => sends.push(Reverse((0, 0))),
     }
 
-    let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
+    // By request id: ids count up from 0, one per send.
+    let mut in_flight: Vec<Option<InFlight>> = Vec::new();
     let mut completed = 0usize;
     let mut window_start: Option<f64> = None;
     let mut measured_sent = 0usize;
@@ -180,6 +181,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
     let preemptions_before = engine.counters().preemptions;
 
     let overhead_ns = to_ns(spec.request_overhead_s.max(0.0));
+    let mut outcome = StepOutcome::default();
     loop {
         // Submit every send whose request has reached the engine by now.
         while let Some(Reverse((due, user))) = sends.peek().copied() {
@@ -201,19 +203,15 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 output_tokens,
                 cached_tokens: spec.workload.prefix_share.of(input_tokens),
             };
-            if engine.submit(request).is_ok() {
-                in_flight.insert(
-                    id,
-                    InFlight {
-                        user,
-                        arrival: due as f64 * 1e-9,
-                        first_token: None,
-                        input_tokens,
-                        output_tokens,
-                        measured,
-                    },
-                );
-            }
+            let accepted = engine.submit(request).is_ok();
+            in_flight.push(accepted.then_some(InFlight {
+                user,
+                arrival: due as f64 * 1e-9,
+                first_token: None,
+                input_tokens,
+                output_tokens,
+                measured,
+            }));
             if let Some(gap) = &open_gap {
                 let next = due as f64 * 1e-9 + gap.sample(&mut rng);
                 sends.push(Reverse((to_ns(next), 0)));
@@ -230,7 +228,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
             break;
         }
 
-        let Some(outcome) = engine.step() else {
+        if !engine.step_into(&mut outcome) {
             // Idle: jump to the next send.
             match sends.peek() {
                 Some(Reverse((due, _))) => {
@@ -239,20 +237,20 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 }
                 None => break,
             }
-        };
+        }
         now += outcome.duration;
         if window_start.is_some() {
             window_tokens += outcome.tokens_out;
             batch_sum += outcome.batch as f64;
             steps_in_window += 1;
         }
-        for id in &outcome.first_tokens {
-            if let Some(request) = in_flight.get_mut(id) {
+        for &id in &outcome.first_tokens {
+            if let Some(request) = in_flight.get_mut(id as usize).and_then(Option::as_mut) {
                 request.first_token = Some(now);
             }
         }
-        for id in &outcome.finished {
-            let Some(request) = in_flight.remove(id) else {
+        for &id in &outcome.finished {
+            let Some(request) = in_flight.get_mut(id as usize).and_then(Option::take) else {
                 continue;
             };
             completed += 1;
