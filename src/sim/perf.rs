@@ -136,6 +136,20 @@ impl StepWork {
         self.decode_positions += context_sum + sequences;
     }
 
+    /// `count` prompt chunks of `chunk` tokens after `cached` ones each (what calling
+    /// [`StepWork::add_prefill_chunk`] `count` times adds).
+    pub fn add_prefill_chunks(&mut self, count: f64, cached: f64, chunk: f64) {
+        let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
+        self.tokens += count * chunk;
+        self.sequences += count;
+        self.attention_pairs += count * pairs;
+        self.kv_positions_read += count * (cached + chunk);
+        self.prefill_chunks += count;
+        self.prefill_tokens += count * chunk;
+        self.prefill_cached += count * cached;
+        self.prefill_pairs += count * pairs;
+    }
+
     pub fn add_prefill_chunk(&mut self, cached: f64, chunk: f64) {
         let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
         self.tokens += chunk;

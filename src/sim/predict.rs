@@ -15,7 +15,9 @@ use super::engine::{Engine, EngineConfig, EngineOptions};
 use super::fabric::Fabric;
 use super::operator_step::OperatorStep;
 use super::perf::{Efficiency, PerfModel, StepWork};
-use super::virtual_run::{run_virtual, Arrivals, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S};
+use super::virtual_run::{
+    run_virtual, run_virtual_until, Arrivals, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S,
+};
 use crate::catalog::band::CStarRange;
 use crate::catalog::memory::LayoutRejected;
 use crate::catalog::operators::{OperatorLibrary, OperatorTables};
@@ -303,6 +305,10 @@ pub struct Prediction {
     /// The same workers as a disaggregated deployment (prefill and decode pools), or why
     /// not; set by the caller (`None`: not asked).
     pub disaggregated: Option<Result<super::disagg::Disaggregated, String>>,
+    /// The search stopped once C* proved below this many users (see
+    /// [`SearchHints::needed`]): `c_star` is then only the highest level passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub below: Option<u32>,
     pub elapsed_ms: f64,
 }
 
@@ -580,6 +586,21 @@ impl<'a> LevelRunner<'a> {
 
     /// One closed-loop level of `concurrency` users, judged against the SLO.
     pub fn closed(&mut self, concurrency: u32) -> Result<LevelResult, LayoutRejected> {
+        self.closed_level(concurrency, false)
+    }
+
+    /// The same when only its verdict matters: the level stops as soon as it is sure to fail
+    /// (see [`FailureWatch`](super::virtual_run::FailureWatch)), and then its figures are
+    /// those of the requests finished.
+    pub fn verdict(&mut self, concurrency: u32) -> Result<LevelResult, LayoutRejected> {
+        self.closed_level(concurrency, true)
+    }
+
+    fn closed_level(
+        &mut self,
+        concurrency: u32,
+        stop_on_failure: bool,
+    ) -> Result<LevelResult, LayoutRejected> {
         let (layout, calibration, request) = (self.layout, self.calibration, self.request);
         let mut engine = self.engine()?;
         // A pipeline's users spread over its batches in flight; the fullest one is simulated.
@@ -603,7 +624,8 @@ impl<'a> LevelRunner<'a> {
             client_jitter_s: 0.0,
             request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
         };
-        let run = run_virtual(&mut engine, &spec);
+        let stop = stop_on_failure.then_some(&request.slo);
+        let run = run_virtual_until(&mut engine, &spec, stop);
         self.keep(engine);
         Ok(judge(concurrency, None, &run, &request.slo).across(engines))
     }
@@ -683,7 +705,11 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
             ));
         }
     }
-    if run.requests.is_empty() {
+    if let Some(stopped) = &run.stopped {
+        // Its figures are of the requests finished before it stopped: only the verdict holds.
+        failed = vec![stopped.clone()];
+        slo_ratio = f64::INFINITY;
+    } else if run.requests.is_empty() {
         failed.push("no request finished".into());
     }
     let mean_e2e = if e2es.is_empty() {
@@ -754,6 +780,7 @@ fn predict_shell(
         memory,
         instances_per_node: 1,
         disaggregated: None,
+        below: None,
         elapsed_ms: 0.0,
     };
     Ok((prediction, engine))
@@ -766,73 +793,94 @@ pub fn predict(
     calibration: &Calibration,
     request: &PredictRequest,
 ) -> Result<Prediction, LayoutRejected> {
+    predict_with(layout, calibration, request, SearchHints::default())
+}
+
+/// Where a search starts when its caller needs only C* (not the curve below it) and knows
+/// nothing better: one user's levels cost the most (each of a request's tokens an iteration
+/// of its own), and nearly every layout worth planning holds sixteen.
+pub const SKIPPED_LEVELS_BELOW: u32 = 16;
+
+/// What a caller that asks for many layouts (the planner) knows before a search for C*, to
+/// spend fewer levels on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SearchHints {
+    /// A level expected to pass: the doubling starts at the power of two at or below it
+    /// instead of at 1, and halves down from there if that level fails. Levels below a
+    /// passing one are taken to pass (latency grows with load, as the search already assumes
+    /// when it stops at the first failure), so the bracket and C* are those doubling from 1
+    /// finds; only the curve lacks the small levels skipped, which at one user cost the most
+    /// (a request's every token is an iteration of its own).
+    pub start: Option<u32>,
+    /// The fewest users per instance that would make the layout matter: the search first
+    /// asks whether the layout holds them, and stops if not — C* is then known to be below,
+    /// which is all the caller needs.
+    pub needed: Option<u32>,
+    /// With `needed`: a level expected to fail, tried first when lower — a layout far from
+    /// the users it needs is then settled by one small level.
+    pub probe: Option<u32>,
+}
+
+/// [`predict`] with what the caller knows: where to start, and when C* no longer matters
+/// (then the prediction's `below` says so, and `c_star` is only the highest level passed).
+pub fn predict_with(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    hints: SearchHints,
+) -> Result<Prediction, LayoutRejected> {
     let started = Instant::now();
     let (mut prediction, engine) = predict_shell(layout, calibration, request)?;
-    let mut levels: BTreeMap<u32, LevelResult> = BTreeMap::new();
-    // Each level's share of the SLO used, by users.
-    let mut ratios: BTreeMap<u32, f64> = BTreeMap::new();
-    // One step model for every level (see `LevelRunner`).
-    let mut runner = LevelRunner::with_engine(layout, calibration, request, engine);
-    let mut evaluate = |c: u32, ratios: &mut BTreeMap<u32, f64>| -> Result<bool, LayoutRejected> {
-        let result = runner.closed(c)?;
-        let pass = result.pass;
-        ratios.insert(c, result.slo_ratio);
-        levels.insert(c, result);
-        Ok(pass)
-    };
-
+    let runner = LevelRunner::with_engine(layout, calibration, request, engine);
     let max = request.max_concurrency.max(1);
-    let mut last_pass = 0;
-    let mut first_fail = None;
-    let mut c = 1;
-    loop {
-        if evaluate(c, &mut ratios)? {
-            last_pass = c;
-            if c >= max {
-                break;
-            }
-            c = (c * 2).min(max);
-        } else {
-            first_fail = Some(c);
-            break;
+    let mut search = CStarSearch {
+        runner,
+        levels: BTreeMap::new(),
+        max,
+    };
+    let found = match hints.needed {
+        Some(needed) => search.settle(needed, hints.probe)?,
+        None => None,
+    };
+    let found = match found {
+        Some(below) => below,
+        None => {
+            // Levels up to the users needed pass, when the layout holds them.
+            let start = hints.start.unwrap_or(1).max(hints.needed.unwrap_or(1));
+            search.bracket(power_of_two_at_most(start.clamp(1, max)))?
         }
-    }
-    if let Some(mut high) = first_fail {
-        let mut low = last_pass;
-        while low > 0 {
-            let width = ((request.resolution * f64::from(low)).floor() as u32).max(1);
-            if high - low <= width {
-                break;
+    };
+    let (last_pass, first_fail) = match found {
+        Found::Bracket {
+            last_pass,
+            first_fail,
+        } => match first_fail {
+            Some(high) => {
+                let (low, high) = search.bisect(last_pass, high, request.resolution)?;
+                (low, Some(high))
             }
-            // Where the SLO's share crosses 1 between the bracket's ends, interpolated (latency
-            // grows smoothly with users), kept off the ends so the bracket always shrinks by
-            // a fifth at least: a few levels fewer than halving, and the largest levels are
-            // the costly ones.
-            let ratio = |c: u32| ratios.get(&c).copied().unwrap_or(f64::NAN);
-            let (r_low, r_high) = (ratio(low), ratio(high));
-            let share = if r_low.is_finite() && r_high.is_finite() && r_high > r_low {
-                ((1.0 - r_low) / (r_high - r_low)).clamp(0.2, 0.8)
-            } else {
-                0.5
-            };
-            let mid =
-                (low + (f64::from(high - low) * share).round() as u32).clamp(low + 1, high - 1);
-            if evaluate(mid, &mut ratios)? {
-                low = mid;
-            } else {
-                high = mid;
-            }
+            None => (last_pass, None),
+        },
+        Found::Below {
+            needed,
+            last_pass,
+            first_fail,
+        } => {
+            prediction.below = Some(needed);
+            (last_pass, first_fail)
         }
-        last_pass = low;
-        first_fail = Some(high);
-    }
+    };
+    let levels = search.levels;
     prediction.limit = match first_fail.and_then(|c| levels.get(&c)) {
         Some(level) => format!(
             "at {} users: {}",
             level.concurrency,
             level.failed.join("; ")
         ),
-        None => format!("none found up to {max} users (raise --max-concurrency)"),
+        None => match prediction.below {
+            Some(needed) => format!("the search stops at {max} users, below the {needed} needed"),
+            None => format!("none found up to {max} users (raise --max-concurrency)"),
+        },
     };
     prediction.c_star = last_pass;
     prediction.last_pass = last_pass;
@@ -840,6 +888,236 @@ pub fn predict(
     prediction.curve = levels.into_values().collect();
     prediction.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(prediction)
+}
+
+/// About how many users `layout` holds within the SLO, from its step model alone (no
+/// simulation): the running batch whose iteration — every sequence's next token, and the
+/// prompts joining meanwhile — takes the TPOT limit, capped by the running-request limit and
+/// by the KV cache at the mean context, turned into users by the think time. Over the
+/// catalog's mixtures of experts on every node shape, nine C* in ten were within 0.8 and
+/// 1.2 times it; it ignores queueing and the percentile asked. The planner orders layouts
+/// and starts searches by it, which costs levels when it is wrong, never a different C*.
+pub fn estimate_c_star(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+) -> Option<f64> {
+    let (engine, _) = engine_for(layout, calibration, &request.engine, false).ok()?;
+    let config = engine.config();
+    let input = request.workload.input_tokens.mean().max(1.0);
+    let output = request.workload.output_tokens.mean().max(1.0);
+    let context = input + output / 2.0;
+    let cap = (config.max_running as f64)
+        .min(config.kv_capacity as f64 / context)
+        .max(1.0);
+    // Prompts join the running batch as its requests finish: one every `output` iterations
+    // per sequence, each computing what the prefix cache does not hold.
+    let cached = f64::from(request.workload.prefix_share.of(input as u32)).clamp(0.0, input - 1.0);
+    let with_prompts = |running: f64, prompts: f64| {
+        let mut work = StepWork::default();
+        work.add_decode(running, running * context);
+        work.add_prefill_chunks(prompts, cached, input - cached);
+        engine.perf().step_time(&work).total
+    };
+    // A whole number of prompts per iteration: the mean of the two around the average.
+    let iteration = |running: f64| {
+        let starting = running / output;
+        let whole = starting.floor();
+        let part = starting - whole;
+        (1.0 - part) * with_prompts(running, whole) + part * with_prompts(running, whole + 1.0)
+    };
+    let limit = request.slo.tpot_s.unwrap_or(f64::INFINITY);
+    let running = if iteration(cap) <= limit {
+        cap
+    } else if iteration(1.0) > limit {
+        1.0
+    } else {
+        // The largest batch within the limit, to a few per cent.
+        let (mut low, mut high) = (1.0_f64, cap);
+        while high / low > 1.02 {
+            let mid = (low * high).sqrt();
+            if iteration(mid) <= limit {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        low
+    };
+    let e2e = output * iteration(running);
+    let think = request.workload.think_time.mean_s();
+    let users = running * (e2e + think) / e2e.max(1e-9) * f64::from(layout.virtual_engines());
+    users.is_finite().then_some(users)
+}
+
+/// The largest power of two not above `c` (at least 1).
+fn power_of_two_at_most(c: u32) -> u32 {
+    if c <= 1 {
+        1
+    } else {
+        1 << (31 - c.leading_zeros())
+    }
+}
+
+/// Where the levels of powers of two put C*.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Found {
+    /// C* is at least `last_pass` and below `first_fail` (none: every level up to the cap
+    /// passed).
+    Bracket {
+        last_pass: u32,
+        first_fail: Option<u32>,
+    },
+    /// C* is below `needed`: a level no higher failed (or the search's cap is below it).
+    Below {
+        needed: u32,
+        last_pass: u32,
+        first_fail: Option<u32>,
+    },
+}
+
+/// One layout's search for C*: the levels run so far, each run once.
+struct CStarSearch<'a> {
+    runner: LevelRunner<'a>,
+    levels: BTreeMap<u32, LevelResult>,
+    max: u32,
+}
+
+impl CStarSearch<'_> {
+    /// Whether `c` users pass (run once, remembered).
+    fn passes(&mut self, c: u32) -> Result<bool, LayoutRejected> {
+        self.level(c, false)
+    }
+
+    /// The same when a failure ends the search: a level sure to fail stops early (see
+    /// [`LevelRunner::verdict`]); one that passes runs whole, as `passes` runs it.
+    fn verdict(&mut self, c: u32) -> Result<bool, LayoutRejected> {
+        self.level(c, true)
+    }
+
+    fn level(&mut self, c: u32, stop_on_failure: bool) -> Result<bool, LayoutRejected> {
+        if let Some(level) = self.levels.get(&c) {
+            return Ok(level.pass);
+        }
+        let result = if stop_on_failure {
+            self.runner.verdict(c)?
+        } else {
+            self.runner.closed(c)?
+        };
+        let pass = result.pass;
+        self.levels.insert(c, result);
+        Ok(pass)
+    }
+
+    /// The share of the SLO level `c` used (NaN when not run).
+    fn ratio(&self, c: u32) -> f64 {
+        self.levels
+            .get(&c)
+            .map_or(f64::NAN, |level| level.slo_ratio)
+    }
+
+    /// Whether the layout holds the users it `needed`: `Below` when not (after `probe`, when
+    /// lower, or `needed` itself failed), `None` when it does and C* must be found.
+    fn settle(&mut self, needed: u32, probe: Option<u32>) -> Result<Option<Found>, LayoutRejected> {
+        if needed > self.max {
+            return Ok(Some(Found::Below {
+                needed,
+                last_pass: 0,
+                first_fail: None,
+            }));
+        }
+        let probe = probe.filter(|&p| p >= 1 && p < needed);
+        for level in probe.into_iter().chain([needed]) {
+            if !self.verdict(level)? {
+                let last_pass = self
+                    .levels
+                    .range(..level)
+                    .filter(|(_, l)| l.pass)
+                    .map(|(&c, _)| c)
+                    .next_back()
+                    .unwrap_or(0);
+                return Ok(Some(Found::Below {
+                    needed,
+                    last_pass,
+                    first_fail: Some(level),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The bracket of powers of two around C*: doubling from `start` (a power of two) while
+    /// levels pass, halving from it while they fail.
+    fn bracket(&mut self, start: u32) -> Result<Found, LayoutRejected> {
+        let mut c = start.min(self.max);
+        if !self.passes(c)? {
+            let mut high = c;
+            while high > 1 {
+                let low = high / 2;
+                if self.passes(low)? {
+                    return Ok(Found::Bracket {
+                        last_pass: low,
+                        first_fail: Some(high),
+                    });
+                }
+                high = low;
+            }
+            return Ok(Found::Bracket {
+                last_pass: 0,
+                first_fail: Some(1),
+            });
+        }
+        loop {
+            if c >= self.max {
+                return Ok(Found::Bracket {
+                    last_pass: c,
+                    first_fail: None,
+                });
+            }
+            let next = (c * 2).min(self.max);
+            if !self.passes(next)? {
+                return Ok(Found::Bracket {
+                    last_pass: c,
+                    first_fail: Some(next),
+                });
+            }
+            c = next;
+        }
+    }
+
+    /// Narrows [`low`, `high`) to `resolution` of `low` (or one user), returning the last
+    /// level passed and the first failed.
+    fn bisect(
+        &mut self,
+        mut low: u32,
+        mut high: u32,
+        resolution: f64,
+    ) -> Result<(u32, u32), LayoutRejected> {
+        while low > 0 {
+            let width = ((resolution * f64::from(low)).floor() as u32).max(1);
+            if high - low <= width {
+                break;
+            }
+            // Where the SLO's share crosses 1 between the bracket's ends, interpolated (latency
+            // grows smoothly with users), kept off the ends so the bracket always shrinks by
+            // a fifth at least: a few levels fewer than halving, and the largest levels are
+            // the costly ones.
+            let (r_low, r_high) = (self.ratio(low), self.ratio(high));
+            let share = if r_low.is_finite() && r_high.is_finite() && r_high > r_low {
+                ((1.0 - r_low) / (r_high - r_low)).clamp(0.2, 0.8)
+            } else {
+                0.5
+            };
+            let mid =
+                (low + (f64::from(high - low) * share).round() as u32).clamp(low + 1, high - 1);
+            if self.passes(mid)? {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        Ok((low, high))
+    }
 }
 
 /// Finds the highest open-loop request rate `layout` holds within the SLO (`RateSearch::Auto`:
@@ -1080,6 +1358,119 @@ mod tests {
         assert_eq!("auto".parse::<RateSearch>().unwrap(), RateSearch::Auto);
         for bad in ["0", "-1", "fast", "1,,2"] {
             assert!(bad.parse::<RateSearch>().is_err(), "{bad}");
+        }
+    }
+
+    /// The search of the planner, given where to start and what it must reach, ends on
+    /// the bracket doubling from one user finds — or says the layout is below what it needs.
+    #[test]
+    fn hints_change_the_levels_run_not_c_star() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        let card = catalog.card("A100-80G-SXM").unwrap();
+        let layout = Layout::on_card(model, card, 1);
+        let calibration = Calibration::for_card(card, &card.interconnect);
+        let mut req = request(2.0, 0.05);
+        req.resolution = 0.05;
+        let whole = predict(&layout, &calibration, &req).unwrap();
+        let fail = whole.first_fail.expect("a fail below 4096");
+        let c_star = whole.c_star;
+        assert!(c_star > 16, "{c_star}");
+        let with = |hints: SearchHints| predict_with(&layout, &calibration, &req, hints).unwrap();
+        for start in [2, 16, c_star, fail, 3 * fail] {
+            let hinted = with(SearchHints {
+                start: Some(start),
+                ..SearchHints::default()
+            });
+            assert_eq!(
+                (hinted.c_star, hinted.first_fail),
+                (c_star, Some(fail)),
+                "{start}"
+            );
+            assert_eq!(hinted.limit, whole.limit);
+            assert!(hinted.curve.len() <= whole.curve.len() + 1, "{start}");
+        }
+        // Holding the users it needs: C* in full, whatever the probe below them says.
+        let held = with(SearchHints {
+            start: Some(c_star / 3),
+            needed: Some(c_star),
+            probe: Some(c_star / 2),
+        });
+        assert_eq!((held.c_star, held.below), (c_star, None));
+        // Needing the first level that failed: below, after at most the probe and that level.
+        for probe in [None, Some(fail / 2), Some(fail - 1)] {
+            let short = with(SearchHints {
+                start: Some(c_star),
+                needed: Some(fail),
+                probe,
+            });
+            assert_eq!(short.below, Some(fail), "{probe:?}");
+            assert!(short.curve.len() <= 2, "{:?}", short.curve.len());
+            assert!(short.limit.starts_with("at "), "{}", short.limit);
+            assert!(short.last_pass < fail);
+        }
+        // Needing more than the search ever tries: below without a level.
+        let never = with(SearchHints {
+            needed: Some(req.max_concurrency + 1),
+            ..SearchHints::default()
+        });
+        assert!(never.below.is_some() && never.curve.is_empty());
+    }
+
+    /// A level asked only for its verdict stops once it is sure to fail, and fails as the
+    /// whole level does; a level that passes runs whole, with the same figures.
+    #[test]
+    fn a_level_stops_early_only_when_it_fails() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        let card = catalog.card("L4").unwrap();
+        let layout = Layout::on_card(model, card, 1);
+        let calibration = Calibration::for_card(card, &card.interconnect);
+        let req = request(2.0, 0.1);
+        let mut runner = LevelRunner::new(&layout, &calibration, &req).unwrap();
+        let c_star = predict(&layout, &calibration, &req).unwrap().c_star;
+        let overloaded = 4 * c_star;
+        let whole = runner.closed(overloaded).unwrap();
+        let verdict = runner.verdict(overloaded).unwrap();
+        assert!(!whole.pass && !verdict.pass);
+        assert!(
+            verdict.requests < whole.requests,
+            "{} vs {}",
+            verdict.requests,
+            whole.requests
+        );
+        assert!(
+            verdict.failed[0].contains("when the level stopped"),
+            "{:?}",
+            verdict.failed
+        );
+        let passing = runner.verdict(c_star).unwrap();
+        let again = runner.closed(c_star).unwrap();
+        assert!(passing.pass);
+        assert_eq!(
+            (passing.requests, passing.ttft),
+            (again.requests, again.ttft)
+        );
+    }
+
+    /// The estimate the planner orders layouts by lands near the simulated C*.
+    #[test]
+    fn the_estimate_is_near_c_star() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        for (card, tp) in [("A100-80G-SXM", 1), ("H100-SXM", 2), ("L4", 1)] {
+            let card = catalog.card(card).unwrap();
+            let layout = Layout::on_card(model, card, tp);
+            let calibration = Calibration::for_card(card, &card.interconnect);
+            let req = request(2.0, 0.1);
+            let c_star = f64::from(predict(&layout, &calibration, &req).unwrap().c_star);
+            let estimate = estimate_c_star(&layout, &calibration, &req).unwrap();
+            let ratio = c_star / estimate;
+            assert!(
+                ratio > 0.5 && ratio < 2.0,
+                "{}: C* {c_star}, estimated {estimate}",
+                card.name
+            );
         }
     }
 }
