@@ -24,13 +24,21 @@ impl Summary {
         }
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
+        Summary::of_sorted(&sorted)
+    }
+
+    /// The same of values already sorted ascending; `None` for no samples.
+    pub fn of_sorted(sorted: &[f64]) -> Option<Summary> {
+        if sorted.is_empty() {
+            return None;
+        }
         Some(Summary {
             n: sorted.len(),
             mean: sorted.iter().sum::<f64>() / sorted.len() as f64,
-            p50: quantile_sorted(&sorted, 0.50),
-            p90: quantile_sorted(&sorted, 0.90),
-            p95: quantile_sorted(&sorted, 0.95),
-            p99: quantile_sorted(&sorted, 0.99),
+            p50: quantile_sorted(sorted, 0.50),
+            p90: quantile_sorted(sorted, 0.90),
+            p95: quantile_sorted(sorted, 0.95),
+            p99: quantile_sorted(sorted, 0.99),
         })
     }
 
@@ -60,6 +68,42 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
             let weight = position - low as f64;
             sorted[low] * (1.0 - weight) + sorted[high] * weight
         }
+    }
+}
+
+/// A sample sorted once for every figure asked of it — the statistic an SLO names and the
+/// summary a report prints — where sorting for each cost a judged load level a few per cent.
+#[derive(Debug, Clone)]
+pub struct SortedSample {
+    sorted: Vec<f64>,
+    /// The mean summed in the values' own order, as [`statistic`] sums it.
+    mean: f64,
+}
+
+impl SortedSample {
+    pub fn new(mut values: Vec<f64>) -> SortedSample {
+        let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
+        values.sort_by(f64::total_cmp);
+        SortedSample {
+            sorted: values,
+            mean,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    /// Exactly what [`statistic`] gives for the values in their own order.
+    pub fn statistic(&self, percentile: Percentile) -> f64 {
+        match percentile {
+            Percentile::Mean => self.mean,
+            Percentile::P(q) => quantile_sorted(&self.sorted, q / 100.0),
+        }
+    }
+
+    pub fn summary(&self) -> Option<Summary> {
+        Summary::of_sorted(&self.sorted)
     }
 }
 

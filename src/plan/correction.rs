@@ -49,6 +49,13 @@ pub struct Correction {
     pub scope: &'static str,
 }
 
+impl Correction {
+    /// `users` predicted, corrected: whole users, at least one.
+    pub fn of(&self, users: f64) -> f64 {
+        (users * self.factor).floor().max(1.0)
+    }
+}
+
 /// Every correction the measured points of a plan give.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PredictionCorrections {
@@ -146,7 +153,7 @@ impl PredictionCorrections {
             return point;
         };
         let uncorrected = point.users_per_instance;
-        point.users_per_instance = (uncorrected * correction.factor).floor().max(1.0);
+        point.users_per_instance = correction.of(uncorrected);
         // Capacity scales; latency at C* is the SLO's to hold, so E2E stays as predicted.
         if let Some(band) = point.band.as_mut() {
             band.low *= correction.factor;

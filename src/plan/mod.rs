@@ -1,5 +1,6 @@
 //! Planning: from capacity per instance to node counts, splits and (later) cost.
 
+mod ahead;
 pub mod compare;
 pub mod correction;
 pub mod cost;

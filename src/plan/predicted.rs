@@ -6,17 +6,91 @@ use crate::catalog::{Card, Model, Node, Parallelism, PdSplit};
 use crate::store::CapacityPoint;
 use crate::workload::ThinkTime;
 
+/// A layout the planner may need: `model` laid out as `parallel` on cards of `node`, with
+/// the fewest users per instance (before any correction) that would let it win its node
+/// shape; `None` when it must be predicted whatever it holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    pub model: &'a Model,
+    pub card: &'a Card,
+    pub node: &'a Node,
+    pub parallel: Parallelism,
+    pub needed: Option<u32>,
+    /// About how many users one instance holds, from [`CapacityPredictor::estimate`]: where
+    /// the search may start.
+    pub estimate: Option<f64>,
+}
+
+/// Why a layout has no predicted capacity point.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NoPrediction {
+    /// It has none: it cannot run the workload, holds no user within the SLO, …
+    Failed(String),
+    /// Its C* was proved below the `needed` users it had to reach to win a node shape, and
+    /// the search stopped there; `why` is the level that failed.
+    Below { needed: u32, why: String },
+}
+
+impl NoPrediction {
+    /// Whether this answers a question asked with `needed` users (`None`: C* itself): a
+    /// layout below some users is below any more, but says nothing about fewer.
+    pub fn answers(&self, needed: Option<u32>) -> bool {
+        match self {
+            NoPrediction::Failed(_) => true,
+            NoPrediction::Below { needed: below, .. } => needed.is_some_and(|n| n >= *below),
+        }
+    }
+}
+
+impl std::fmt::Display for NoPrediction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoPrediction::Failed(reason) => f.write_str(reason),
+            NoPrediction::Below { needed, why } => {
+                write!(
+                    f,
+                    "predicted to hold fewer than {needed} users per instance ({why})"
+                )
+            }
+        }
+    }
+}
+
 pub trait CapacityPredictor {
     /// A predicted capacity point for one instance of `model` laid out as `parallel` on cards
     /// of `node` (several nodes when it needs more cards than one has), at the
-    /// SLO and workload the predictor was set up with; `Err` says why there is none.
+    /// SLO and workload the predictor was set up with; `Err` says why there is none (or that
+    /// [`CapacityPredictor::prepare`] found it below the users it needed).
     fn predict(
         &mut self,
         model: &Model,
         card: &Card,
         node: &Node,
         parallel: Parallelism,
-    ) -> Result<CapacityPoint, String>;
+    ) -> Result<CapacityPoint, NoPrediction>;
+
+    /// About how many users one instance of the layout holds, without simulating it (an
+    /// estimate to order the layouts by and start their searches near); `None` when the
+    /// predictor cannot tell.
+    fn estimate(
+        &mut self,
+        model: &Model,
+        card: &Card,
+        node: &Node,
+        parallel: Parallelism,
+    ) -> Option<f64> {
+        let _ = (model, card, node, parallel);
+        None
+    }
+
+    /// [`CapacityPredictor::estimate`] of each layout in `wanted`, in order, at once (a plan
+    /// orders hundreds by it). By default one after the other.
+    fn estimate_all(&mut self, wanted: &[Wanted]) -> Vec<Option<f64>> {
+        wanted
+            .iter()
+            .map(|w| self.estimate(w.model, w.card, w.node, w.parallel))
+            .collect()
+    }
 
     /// The same layout as workers of a disaggregated deployment: the users one worker
     /// holds (the deployment's over its workers) and the prefill:decode split chosen for the
@@ -47,9 +121,10 @@ pub trait CapacityPredictor {
         let _ = (model, think);
     }
 
-    /// Predicts the layouts in `wanted` ahead of [`CapacityPredictor::predict`] asking for them,
-    /// so that they can run at once (a plan asks for hundreds). By default: nothing ahead.
-    fn prepare(&mut self, wanted: &[(&Model, &Card, &Node, Parallelism)]) {
+    /// Predicts the layouts in `wanted` ahead of [`CapacityPredictor::predict`] asking for
+    /// them, so that they can run at once (a plan asks for hundreds); a layout with users
+    /// `needed` may stop as soon as its C* is proved lower. By default: nothing ahead.
+    fn prepare(&mut self, wanted: &[Wanted]) {
         let _ = wanted;
     }
 

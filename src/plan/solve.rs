@@ -8,10 +8,11 @@
 
 use serde::Serialize;
 
+use super::ahead::{predict_ahead, Ranking};
 use super::correction::PredictionCorrections;
 use super::demand::{nodes_needed, Demand};
 use super::evidence::{in_demand_units, why_not_usable, DemandCapacity, SkippedPoint};
-use super::predicted::CapacityPredictor;
+use super::predicted::{CapacityPredictor, NoPrediction};
 use super::split::NodeSplit;
 use crate::catalog::memory::memory_fit_layout;
 use crate::catalog::names::{find, suggestion};
@@ -88,7 +89,9 @@ pub struct NodePlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct SplitOutcome {
     pub split: NodeSplit,
-    /// `planned`, `no capacity point` or `does not fit`.
+    /// `planned`, `no capacity point`, `does not fit`, `not disaggregated`, or `cannot win`:
+    /// predicted only until its C* proved too low to need fewer nodes than the split chosen
+    /// (the reason says below how many users per instance).
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub users_per_instance: Option<f64>,
@@ -194,33 +197,17 @@ pub fn solve(
         }
     }
 
-    // Every layout that fits and may need a prediction, predicted ahead on all cores.
-    if let Some(predictor) = predictor.as_mut() {
-        let mut wanted = Vec::new();
-        for model in &models {
-            for node in &nodes {
-                let Some(card) = catalog.cards.iter().find(|c| c.name == node.card) else {
-                    continue;
-                };
-                for split in splits_for(model, card, node, &request.memory) {
-                    let measured = usable.iter().any(|p| serves(p, model, card, node, &split));
-                    if split.per_card == 1
-                        && !measured
-                        && memory_fit_layout(model, card, &split.parallel, &request.memory).is_ok()
-                    {
-                        wanted.push((*model, card, *node, split.parallel));
-                    }
-                }
-            }
-        }
-        predictor.prepare(&wanted);
-    }
-
-    // Measured points correct the predictions for their cards (see `correction`).
+    // Every layout that may win its node shape, predicted ahead on all cores, each no further
+    // than it can matter (see `ahead`); measured points correct the predictions for their
+    // cards (see `correction`).
     let corrections = match predictor.as_mut() {
         Some(predictor) => {
-            let cards: Vec<String> = nodes.iter().map(|n| n.card.clone()).collect();
-            PredictionCorrections::from_points(catalog, points, &cards, &mut **predictor)
+            let ranking = Ranking {
+                request,
+                demand_units,
+                usable: &usable,
+            };
+            predict_ahead(catalog, &models, &nodes, &ranking, points, &mut **predictor)
         }
         None => PredictionCorrections::default(),
     };
@@ -531,7 +518,12 @@ fn chosen_nodes<'a>(
 /// ([`NodeSplit::layouts_for`]); for a mixture of experts also one instance over two nodes
 /// (wide expert parallelism can hold more users per card); and, for a model no single node
 /// holds, instances over the fewest nodes (2, 4 or 8) that hold it.
-fn splits_for(model: &Model, card: &Card, node: &Node, memory: &MemoryOptions) -> Vec<NodeSplit> {
+pub(super) fn splits_for(
+    model: &Model,
+    card: &Card,
+    node: &Node,
+    memory: &MemoryOptions,
+) -> Vec<NodeSplit> {
     let cards = node.cards_per_node;
     let mut splits = NodeSplit::layouts_for(model, cards);
     let fits = |split: &NodeSplit| memory_fit_layout(model, card, &split.parallel, memory).is_ok();
@@ -574,6 +566,92 @@ fn serves(
         && node.runs_like(&point.interconnect, point.tp)
 }
 
+/// Every split of `node` to plan `model` on: [`splits_for`]'s, then splits sharing cards
+/// between instances where a point measured that sharing.
+pub(super) fn node_splits(
+    model: &Model,
+    card: &Card,
+    node: &Node,
+    usable: &[&CapacityPoint],
+    memory: &MemoryOptions,
+) -> Vec<NodeSplit> {
+    let mut splits = splits_for(model, card, node, memory);
+    let mut shared: Vec<u32> = usable
+        .iter()
+        .filter(|p| p.model == model.name && p.card == card.name && p.instances_per_card > 1)
+        .map(|p| p.instances_per_card)
+        .collect();
+    shared.sort_unstable();
+    shared.dedup();
+    splits.extend(
+        shared
+            .into_iter()
+            .map(|k| NodeSplit::shared_cards(node.cards_per_node, k)),
+    );
+    splits
+}
+
+/// The measured or imported point that serves `split` of `node`, if any: the best evidence,
+/// then the most users.
+pub(super) fn measured_point(
+    usable: &[&CapacityPoint],
+    model: &Model,
+    card: &Card,
+    node: &Node,
+    split: &NodeSplit,
+) -> Option<CapacityPoint> {
+    usable
+        .iter()
+        .copied()
+        .filter(|p| serves(p, model, card, node, split))
+        .min_by(|a, b| {
+            a.source
+                .cmp(&b.source)
+                .then(b.users_per_instance.total_cmp(&a.users_per_instance))
+        })
+        .cloned()
+}
+
+/// Nodes `split` needs with `per_instance` capacity (demand units): instances spanning nodes
+/// come in whole groups of `split.nodes` nodes; spares on top.
+pub(super) fn split_nodes(
+    split: &NodeSplit,
+    per_instance: f64,
+    demand_units: f64,
+    request: &SolveRequest,
+) -> u64 {
+    let groups = nodes_needed(
+        demand_units,
+        request.headroom,
+        f64::from(split.instances) * per_instance,
+        0,
+    );
+    groups * u64::from(split.nodes) + u64::from(request.spares)
+}
+
+/// Why a split whose prediction stopped below the `needed` users (predicted, uncorrected)
+/// is not planned: in the units of the planned rows, which are corrected.
+fn cannot_win(
+    needed: u32,
+    why: &str,
+    corrections: &PredictionCorrections,
+    model: &Model,
+    card: &Card,
+) -> String {
+    let users = match corrections.for_prediction(&model.name, &card.name) {
+        Some(correction) => format!(
+            "{needed} users per instance ({} after the ×{:.2} correction)",
+            correction.of(f64::from(needed)),
+            correction.factor
+        ),
+        None => format!("{needed} users per instance"),
+    };
+    format!(
+        "predicted to hold fewer than {users} ({why}): too few to need fewer nodes than the \
+         split chosen, so its search ended there"
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 fn plan_node(
     catalog: &Catalog,
@@ -596,21 +674,7 @@ fn plan_node(
     let mut best: Option<(NodeSplit, CapacityPoint, u64, DemandCapacity)> = None;
     let mut fitting = Vec::new();
     let mut first_rejection = None;
-    // Splits sharing cards between instances only where a point measured that sharing.
-    let mut splits = splits_for(model, card, node, &request.memory);
-    let mut shared: Vec<u32> = usable
-        .iter()
-        .filter(|p| p.model == model.name && p.card == card.name && p.instances_per_card > 1)
-        .map(|p| p.instances_per_card)
-        .collect();
-    shared.sort_unstable();
-    shared.dedup();
-    splits.extend(
-        shared
-            .into_iter()
-            .map(|k| NodeSplit::shared_cards(node.cards_per_node, k)),
-    );
-    for split in splits {
+    for split in node_splits(model, card, node, usable, &request.memory) {
         let candidates = usable
             .iter()
             .copied()
@@ -636,29 +700,26 @@ fn plan_node(
             continue;
         }
         fitting.push(split);
-        let chosen = candidates
-            .min_by(|a, b| {
-                a.source
-                    .cmp(&b.source)
-                    .then(b.users_per_instance.total_cmp(&a.users_per_instance))
-            })
-            .cloned();
         // Predictions only where nothing measured or imported applies; they carry their E2E
         // latency, so they convert to a request rate too.
-        let chosen = match (chosen, predictor.as_mut()) {
+        let chosen = match (
+            measured_point(usable, model, card, node, &split),
+            predictor.as_mut(),
+        ) {
             (Some(point), _) => Ok(point),
             (None, Some(predictor)) if split.per_card == 1 => predictor
                 .predict(model, card, node, split.parallel)
                 .map(|point| corrections.apply(point)),
-            (None, _) => Err(String::new()),
+            (None, _) => Err(NoPrediction::Failed(String::new())),
         };
         let chosen = chosen.and_then(|point| {
-            let capacity = in_demand_units(&point, &request.demand, request.think_time.as_ref())?;
+            let capacity = in_demand_units(&point, &request.demand, request.think_time.as_ref())
+                .map_err(NoPrediction::Failed)?;
             Ok((point, capacity))
         });
         let (point, capacity) = match chosen {
             Ok(found) => found,
-            Err(reason) => {
+            Err(NoPrediction::Failed(reason)) => {
                 outcomes.push(SplitOutcome {
                     split,
                     status: "no capacity point".into(),
@@ -669,15 +730,19 @@ fn plan_node(
                 });
                 continue;
             }
+            Err(NoPrediction::Below { needed, why }) => {
+                outcomes.push(SplitOutcome {
+                    split,
+                    status: "cannot win".into(),
+                    users_per_instance: None,
+                    nodes: None,
+                    source: Some(PointSource::Predicted),
+                    reason: Some(cannot_win(needed, &why, corrections, model, card)),
+                });
+                continue;
+            }
         };
-        // Instances spanning nodes come in whole groups of `split.nodes` nodes.
-        let groups = nodes_needed(
-            demand_units,
-            request.headroom,
-            f64::from(split.instances) * capacity.per_instance,
-            0,
-        );
-        let nodes = groups * u64::from(split.nodes) + u64::from(request.spares);
+        let nodes = split_nodes(&split, capacity.per_instance, demand_units, request);
         outcomes.push(SplitOutcome {
             split,
             status: "planned".into(),
@@ -716,13 +781,7 @@ fn plan_node(
                 });
             match tried {
                 Ok((pd_point, pd, capacity)) => {
-                    let groups = nodes_needed(
-                        demand_units,
-                        request.headroom,
-                        f64::from(split.instances) * capacity.per_instance,
-                        0,
-                    );
-                    let pd_nodes = groups * u64::from(split.nodes) + u64::from(request.spares);
+                    let pd_nodes = split_nodes(split, capacity.per_instance, demand_units, request);
                     let pd_split = split.disaggregated(pd);
                     outcomes.push(SplitOutcome {
                         split: pd_split,

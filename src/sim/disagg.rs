@@ -20,7 +20,10 @@
 
 use serde::Serialize;
 
-use super::predict::{predict, Calibration, Layout, PredictRequest};
+use super::predict::{
+    estimate_c_star, predict_with, Calibration, Layout, PredictRequest, SearchHints,
+    SKIPPED_LEVELS_BELOW,
+};
 use crate::catalog::memory::LayoutRejected;
 use crate::catalog::memory_fit_layout;
 pub use crate::catalog::PdSplit;
@@ -112,7 +115,9 @@ pub fn predict_disaggregated(
         e2e_s: None,
         ..slo
     };
-    let p = predict(layout, calibration, &prefill)?;
+    // Neither pool's curve is shown, only its operating point: the searches skip the small
+    // levels (see `SearchHints::start`), which give the same C*.
+    let p = predict_with(layout, calibration, &prefill, pool_start(None))?;
     let (prefill_rate, ttft_s) = operating_point(&p, |level| level.ttft.mean);
 
     // Decode workers: the prompt's KV arrives with the request; within the TPOT limit, and
@@ -128,7 +133,12 @@ pub fn predict_disaggregated(
         e2e_s: None,
         ..slo
     };
-    let d = predict(layout, calibration, &decode)?;
+    let d = predict_with(
+        layout,
+        calibration,
+        &decode,
+        pool_start(estimate_c_star(layout, calibration, &decode)),
+    )?;
     let (decode_rate, tpot_s) =
         operating_point(&d, |level| level.tpot.as_ref().map_or(0.0, |t| t.mean));
     if prefill_rate <= 0.0 || decode_rate <= 0.0 {
@@ -188,6 +198,16 @@ pub fn predict_disaggregated(
             reason: "no deployment".into(),
         })?;
     Ok(best)
+}
+
+/// Where a pool's search starts: at its estimated C* (see [`estimate_c_star`]), at least at
+/// [`SKIPPED_LEVELS_BELOW`] users.
+fn pool_start(estimate: Option<f64>) -> SearchHints {
+    let estimate = estimate.map_or(0, |users| users as u32);
+    SearchHints {
+        start: Some(estimate.max(SKIPPED_LEVELS_BELOW)),
+        ..SearchHints::default()
+    }
 }
 
 /// The throughput a worker sustains at its C* and a latency statistic of that level.

@@ -11,11 +11,12 @@
 //! simulates millions of tokens per layout. `track_tokens` additionally lists which sequences
 //! got a token, for the HTTP front that streams them.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use serde::Serialize;
 
+use super::decoding::{AdmissionOrder, FinishingSteps};
+use super::ids::{id_map, IdMap};
 use super::perf::{PerfModel, StepTime, StepWork};
 
 pub use crate::catalog::engine::Admission;
@@ -201,6 +202,21 @@ pub struct StepOutcome {
     pub batch: usize,
 }
 
+impl StepOutcome {
+    /// Empty, keeping the lists' room.
+    fn clear(&mut self) {
+        self.duration = 0.0;
+        self.time = StepTime::default();
+        self.first_tokens.clear();
+        self.finished.clear();
+        self.decoded.clear();
+        self.resumed.clear();
+        self.preempted.clear();
+        self.tokens_out = 0;
+        self.batch = 0;
+    }
+}
+
 /// Counters for `/metrics` and run summaries.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct EngineCounters {
@@ -244,10 +260,17 @@ pub struct Engine {
     /// iteration was scheduled while they arrived, so they join the queue after it.
     arrived: Vec<Pending>,
     prefilling: Vec<Prefilling>,
-    decoding: HashMap<u64, Decoding>,
+    decoding: IdMap<Decoding>,
     /// Decoding sequences by admission order, to find the youngest.
-    order: BTreeMap<u64, u64>,
-    finishing: BinaryHeap<Reverse<(u64, u64, u64)>>,
+    order: AdmissionOrder,
+    /// Decoding sequences by the decode step they finish at.
+    finishing: FinishingSteps,
+    /// Scratch lists of one iteration, kept to spare an allocation each: the sequences
+    /// finishing, the prompt chunks run (index in `prefilling`, tokens) and the prompts
+    /// completed.
+    due: Vec<(u64, u64)>,
+    chunks: Vec<(usize, u64)>,
+    completed: Vec<usize>,
     context_sum: u64,
     prefill_kv: u64,
     /// KV positions set aside for every admitted request's whole length (kept under either
@@ -273,9 +296,12 @@ impl Engine {
             waiting: VecDeque::new(),
             arrived: Vec::new(),
             prefilling: Vec::new(),
-            decoding: HashMap::new(),
-            order: BTreeMap::new(),
-            finishing: BinaryHeap::new(),
+            decoding: id_map(config.max_running.min(4096)),
+            order: AdmissionOrder::default(),
+            finishing: FinishingSteps::default(),
+            due: Vec::new(),
+            chunks: Vec::new(),
+            completed: Vec::new(),
             context_sum: 0,
             prefill_kv: 0,
             reserved: 0,
@@ -289,6 +315,11 @@ impl Engine {
 
     pub fn perf(&self) -> &PerfModel {
         &self.perf
+    }
+
+    /// The step model back, with what it remembered, for the next run of the same instance.
+    pub fn into_perf(self) -> PerfModel {
+        self.perf
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -364,15 +395,31 @@ impl Engine {
         }
         if let Some(seq) = self.decoding.remove(&id) {
             self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
-            self.order.remove(&seq.admitted);
             self.reserved -= seq.reserved;
         }
     }
 
+    /// Whether admission number `admitted` of request `id` is still decoding (entries of
+    /// the decoding orders are left behind, see `crate::sim::decoding`).
+    fn is_decoding(&self, admitted: u64, id: u64) -> bool {
+        self.decoding
+            .get(&id)
+            .is_some_and(|d| d.admitted == admitted)
+    }
+
     /// Runs one iteration. Returns `None` when there is nothing to run.
     pub fn step(&mut self) -> Option<StepOutcome> {
+        let mut outcome = StepOutcome::default();
+        self.step_into(&mut outcome).then_some(outcome)
+    }
+
+    /// [`Engine::step`] into `outcome`, whose lists are cleared and reused (a caller running
+    /// millions of iterations spares an allocation for each); `false` when there is nothing
+    /// to run.
+    pub fn step_into(&mut self, outcome: &mut StepOutcome) -> bool {
+        outcome.clear();
         if self.is_idle() {
-            return None;
+            return false;
         }
         // Scheduling ahead, this iteration's batch was picked while the last one ran: what
         // arrived meanwhile waits for the next — unless nothing ran to schedule ahead of.
@@ -382,7 +429,6 @@ impl Engine {
         } else {
             std::mem::take(&mut self.arrived)
         };
-        let mut outcome = StepOutcome::default();
 
         let may_admit = match self.config.admission {
             Admission::Continuous => true,
@@ -407,7 +453,7 @@ impl Engine {
             while !self.decoding.is_empty()
                 && self.kv_used() + self.decoding.len() as u64 > self.config.kv_capacity
             {
-                self.preempt_youngest(&mut outcome);
+                self.preempt_youngest(outcome);
             }
         }
         let decoding = if prefill_only {
@@ -422,7 +468,8 @@ impl Engine {
         let mut budget = self.config.token_budget.saturating_sub(decoding);
 
         // 2. Continue prompts part-way through prefill.
-        let mut chunks: Vec<(usize, u64)> = Vec::new();
+        let mut chunks = std::mem::take(&mut self.chunks);
+        chunks.clear();
         for (index, seq) in self.prefilling.iter().enumerate() {
             if budget == 0 {
                 break;
@@ -492,7 +539,8 @@ impl Engine {
         if work.tokens == 0.0 {
             // Everything left is waiting for KV space that nothing will free: cannot happen,
             // since submit() refuses requests larger than the cache and an idle cache is empty.
-            return None;
+            self.chunks = chunks;
+            return false;
         }
         outcome.time = self.perf.step_time(&work);
         outcome.duration = outcome.time.total;
@@ -510,30 +558,27 @@ impl Engine {
         if self.track_tokens && decoding > 0 {
             outcome.decoded.extend(self.decoding.keys().copied());
         }
-        while let Some(Reverse((step, admitted, id))) = self.finishing.peek().copied() {
-            if decoding == 0 || step > self.decode_clock {
-                break;
+        if decoding > 0 {
+            let mut due = std::mem::take(&mut self.due);
+            self.finishing.take_due(self.decode_clock, &mut due);
+            for (admitted, id) in due.drain(..) {
+                if !self.is_decoding(admitted, id) {
+                    continue; // preempted (and perhaps re-admitted) since: a stale entry
+                }
+                if let Some(seq) = self.decoding.remove(&id) {
+                    self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
+                    self.reserved -= seq.reserved;
+                    self.counters.finished += 1;
+                    outcome.finished.push(id);
+                }
             }
-            self.finishing.pop();
-            let current = self
-                .decoding
-                .get(&id)
-                .is_some_and(|d| d.admitted == admitted);
-            if !current {
-                continue; // preempted and re-admitted since: a stale entry
-            }
-            if let Some(seq) = self.decoding.remove(&id) {
-                self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
-                self.order.remove(&seq.admitted);
-                self.reserved -= seq.reserved;
-                self.counters.finished += 1;
-                outcome.finished.push(id);
-            }
+            self.due = due;
         }
 
         // Prompt chunks: advance; a completed prompt samples a token and starts decoding.
-        let mut completed: Vec<usize> = Vec::new();
-        for (index, chunk) in chunks {
+        let mut completed = std::mem::take(&mut self.completed);
+        completed.clear();
+        for &(index, chunk) in &chunks {
             let seq = &mut self.prefilling[index];
             seq.done += chunk;
             self.prefill_kv += chunk;
@@ -542,8 +587,9 @@ impl Engine {
                 completed.push(index);
             }
         }
+        self.chunks = chunks;
         completed.sort_unstable_by(|a, b| b.cmp(a));
-        for index in completed {
+        for &index in &completed {
             let seq = self.prefilling.remove(index);
             self.prefill_kv -= seq.done;
             let pending = seq.pending;
@@ -573,16 +619,21 @@ impl Engine {
                     reserved: pending.final_size(),
                 },
             );
-            self.order.insert(admitted, pending.id);
+            self.order.push(admitted, pending.id);
             self.context_sum += pending.prompt;
-            self.finishing.push(Reverse((
+            self.finishing.push(
                 self.decode_clock + (pending.output - generated),
                 admitted,
                 pending.id,
-            )));
+            );
         }
+        self.completed = completed;
+        let decoding = &self.decoding;
+        self.order.compact(decoding.len(), |admitted, id| {
+            decoding.get(&id).is_some_and(|d| d.admitted == admitted)
+        });
         self.counters.generated_tokens += outcome.tokens_out;
-        Some(outcome)
+        true
     }
 
     /// Whether the request at the front of the queue could be admitted now (running cap and
@@ -620,10 +671,13 @@ impl Engine {
     }
 
     fn preempt_youngest(&mut self, outcome: &mut StepOutcome) {
-        let Some((&admitted, &id)) = self.order.iter().next_back() else {
+        let decoding = &self.decoding;
+        let newest = self
+            .order
+            .pop_newest(|admitted, id| decoding.get(&id).is_some_and(|d| d.admitted == admitted));
+        let Some((_, id)) = newest else {
             return;
         };
-        self.order.remove(&admitted);
         if let Some(seq) = self.decoding.remove(&id) {
             let elapsed = self.decode_clock - seq.start_step;
             let context = seq.context0 + elapsed;
@@ -649,6 +703,7 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::sim::perf::Efficiency;
+    use std::collections::HashMap;
 
     /// A perf model whose every step costs exactly 10 ms, to test the scheduler alone.
     fn flat_perf() -> PerfModel {
@@ -683,6 +738,7 @@ mod tests {
             },
             operators: None,
             graph_sizes: Vec::new(),
+            experts_touched: Default::default(),
         }
     }
 

@@ -534,12 +534,16 @@ impl OperatorStep {
         compute.max(reads) + self.shared_experts * shared
     }
 
-    /// The LM head over `sampled` sequences, µs (remembered).
-    fn lm_head_us(&self, sampled: f64) -> f64 {
-        let key = sampled.round().max(1.0) as usize;
+    /// The LM head over the sequences one attention replica samples, µs, remembered by the
+    /// instance's `sequences` sampling (a whole number): keyed by the replica's share rounded,
+    /// the first share met stood in for its neighbours, so a step's time depended on which
+    /// steps came before it.
+    fn lm_head_us(&self, sequences: f64) -> f64 {
+        let key = sequences.round().max(0.0) as usize;
         if let Some(known) = remembered(&self.memo.borrow().lm_head, key) {
             return known;
         }
+        let sampled = (sequences / f64::from(self.parallel.dp.max(1))).max(1.0);
         let value = self
             .tables
             .gemm_us("bf16", sampled, self.vocab_n, self.hidden)
@@ -644,8 +648,7 @@ impl OperatorStep {
         let other_per_layer = elementwise_bytes / (0.8 * self.hbm_bytes_per_s) * 1e6;
 
         // The LM head runs over the sequences that sample a token (lm_head stays bf16).
-        let sampled = ((work.decode_sequences + work.prefill_chunks) / dp).max(1.0);
-        let lm_head = self.lm_head_us(sampled);
+        let lm_head = self.lm_head_us(work.decode_sequences + work.prefill_chunks);
         // Pipeline stages hand the step's activations on, one after the other.
         let stages = self.parallel.pp.max(1);
         let handoffs = if stages > 1 {

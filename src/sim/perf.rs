@@ -18,6 +18,8 @@
 //! TP over PCIe loses to TP over NVLink. Mixture-of-experts models read only the experts the
 //! step's tokens route to: 1 − (1 − k/E)^tokens of them in expectation.
 
+use std::cell::RefCell;
+
 use serde::Serialize;
 
 use super::fabric::Fabric;
@@ -134,6 +136,20 @@ impl StepWork {
         self.decode_positions += context_sum + sequences;
     }
 
+    /// `count` prompt chunks of `chunk` tokens after `cached` ones each (what calling
+    /// [`StepWork::add_prefill_chunk`] `count` times adds).
+    pub fn add_prefill_chunks(&mut self, count: f64, cached: f64, chunk: f64) {
+        let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
+        self.tokens += count * chunk;
+        self.sequences += count;
+        self.attention_pairs += count * pairs;
+        self.kv_positions_read += count * (cached + chunk);
+        self.prefill_chunks += count;
+        self.prefill_tokens += count * chunk;
+        self.prefill_cached += count * cached;
+        self.prefill_pairs += count * pairs;
+    }
+
     pub fn add_prefill_chunk(&mut self, cached: f64, chunk: f64) {
         let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
         self.tokens += chunk;
@@ -191,6 +207,10 @@ pub struct PerfModel {
     /// Decode batch sizes the engine runs as CUDA graphs (a decode-only step is padded up to
     /// the next one); empty for none.
     pub graph_sizes: Vec<u32>,
+    /// The share of routed experts a step's tokens touch, by token count (a whole number):
+    /// a power per iteration was a sixteenth of a roofline mixture's prediction.
+    #[serde(skip)]
+    pub(crate) experts_touched: RefCell<Vec<Option<f64>>>,
 }
 
 impl PerfModel {
@@ -263,6 +283,7 @@ impl PerfModel {
             efficiency,
             operators: None,
             graph_sizes: Vec::new(),
+            experts_touched: RefCell::default(),
         }
     }
 
@@ -321,8 +342,7 @@ impl PerfModel {
     /// routed experts its tokens touch.
     fn weight_bytes_split(&self, tokens: f64) -> (f64, f64) {
         let experts_read = if self.expert_params > 0.0 {
-            let untouched = (1.0 - self.experts_per_token / self.experts).powf(tokens.max(1.0));
-            self.expert_params * (1.0 - untouched)
+            self.expert_params * self.experts_touched(tokens.max(1.0))
         } else {
             0.0
         };
@@ -330,6 +350,26 @@ impl PerfModel {
             self.shared_params / f64::from(self.tp) * self.weight_bytes_per_param,
             experts_read / f64::from(self.parallel.stage_cards()) * self.weight_bytes_per_param,
         )
+    }
+
+    /// The share of routed experts `tokens` touch, each choosing `experts_per_token` at
+    /// random: 1 − (1 − k/E)^tokens (remembered by the token count, a whole number).
+    fn experts_touched(&self, tokens: f64) -> f64 {
+        let touched = || 1.0 - (1.0 - self.experts_per_token / self.experts).powf(tokens);
+        if tokens.fract() != 0.0 || tokens > 1e6 {
+            return touched();
+        }
+        let key = tokens as usize;
+        if let Some(Some(known)) = self.experts_touched.borrow().get(key) {
+            return *known;
+        }
+        let value = touched();
+        let mut memo = self.experts_touched.borrow_mut();
+        if memo.len() <= key {
+            memo.resize(key + 1, None);
+        }
+        memo[key] = Some(value);
+        value
     }
 
     pub fn step_time(&self, work: &StepWork) -> StepTime {

@@ -16,7 +16,8 @@ use super::fabric::Fabric;
 use super::operator_step::OperatorStep;
 use super::perf::{Efficiency, PerfModel, StepWork};
 use super::virtual_run::{
-    run_virtual, Arrivals, Phases, RunResult, RunSpec, DEFAULT_CLIENT_TURNAROUND_S,
+    run_virtual, run_virtual_until, Arrivals, Phases, RunResult, RunSpec,
+    DEFAULT_CLIENT_TURNAROUND_S,
 };
 use crate::catalog::band::CStarRange;
 use crate::catalog::memory::LayoutRejected;
@@ -26,7 +27,7 @@ use crate::catalog::{
     Model, Node, Parallelism,
 };
 use crate::slo::{format_seconds, Slo};
-use crate::stats::{statistic, Summary};
+use crate::stats::{SortedSample, Summary};
 use crate::workload::Workload;
 
 /// One serving instance to model: a model on `tp` cards linked by `interconnect` — or, with
@@ -305,6 +306,10 @@ pub struct Prediction {
     /// The same workers as a disaggregated deployment (prefill and decode pools), or why
     /// not; set by the caller (`None`: not asked).
     pub disaggregated: Option<Result<super::disagg::Disaggregated, String>>,
+    /// The search stopped once C* proved below this many users (see
+    /// [`SearchHints::needed`]): `c_star` is then only the highest level passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub below: Option<u32>,
     pub elapsed_ms: f64,
 }
 
@@ -515,31 +520,7 @@ pub fn evaluate_level(
     request: &PredictRequest,
     concurrency: u32,
 ) -> Result<LevelResult, LayoutRejected> {
-    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
-    // A pipeline's users spread over its batches in flight; the fullest one is simulated.
-    let engines = layout.virtual_engines();
-    let per_engine = concurrency.max(1).div_ceil(engines);
-    let users = per_engine as usize;
-    let stagger_s = request_cycle_s(&engine, &request.workload, per_engine);
-    let spec = RunSpec {
-        arrivals: Arrivals::Closed { users: per_engine },
-        workload: request.workload.clone(),
-        // Users start spread over one request cycle (`stagger_s`), so the engine is near its
-        // steady state from the start: half a round of warm-up settles the rest.
-        warmup_requests: (users / 2).max(10),
-        // Enough for a stable p90/p99 at small concurrency, two rounds of every user at
-        // large, capped (1 500 requests put a p90 within about 1.5 % of itself) to keep a
-        // plan over the whole catalog's cards in its time budget.
-        measured_requests: (2 * users).clamp(60, 1500),
-        seed: request.seed,
-        client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
-        stagger_s,
-        client_jitter_s: 0.0,
-        request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
-        phases: Phases::Continuous,
-    };
-    let run = run_virtual(&mut engine, &spec);
-    Ok(judge(concurrency, None, &run, &request.slo).across(engines))
+    LevelRunner::new(layout, calibration, request)?.closed(concurrency)
 }
 
 /// Runs one open-loop level (Poisson arrivals at `rate` per second) and judges it.
@@ -549,24 +530,136 @@ pub fn evaluate_rate(
     request: &PredictRequest,
     rate: f64,
 ) -> Result<LevelResult, LayoutRejected> {
-    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
-    let engines = layout.virtual_engines();
-    let spec = RunSpec {
-        arrivals: Arrivals::Open {
-            rate: rate / f64::from(engines),
-        },
-        workload: request.workload.clone(),
-        warmup_requests: (request.open_loop_requests / 10).max(30),
-        measured_requests: request.open_loop_requests.max(100),
-        seed: request.seed,
-        client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
-        stagger_s: 0.0,
-        client_jitter_s: 0.0,
-        request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
-        phases: Phases::Continuous,
-    };
-    let run = run_virtual(&mut engine, &spec);
-    Ok(judge(0, Some(rate), &run, &request.slo).across(engines))
+    LevelRunner::new(layout, calibration, request)?.open(rate)
+}
+
+/// Runs one instance's load levels one after another on the same step model, so that the
+/// layer times it remembers by token count carry over from level to level (a search used to
+/// rebuild them for every level it ran).
+pub struct LevelRunner<'a> {
+    layout: &'a Layout<'a>,
+    calibration: &'a Calibration,
+    request: &'a PredictRequest,
+    config: EngineConfig,
+    /// Lent to each level's engine while it runs.
+    perf: Option<PerfModel>,
+}
+
+impl<'a> LevelRunner<'a> {
+    pub fn new(
+        layout: &'a Layout<'a>,
+        calibration: &'a Calibration,
+        request: &'a PredictRequest,
+    ) -> Result<LevelRunner<'a>, LayoutRejected> {
+        let (engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+        Ok(LevelRunner::with_engine(
+            layout,
+            calibration,
+            request,
+            engine,
+        ))
+    }
+
+    /// The same with the instance's engine already set up (idle).
+    fn with_engine(
+        layout: &'a Layout<'a>,
+        calibration: &'a Calibration,
+        request: &'a PredictRequest,
+        engine: Engine,
+    ) -> LevelRunner<'a> {
+        LevelRunner {
+            layout,
+            calibration,
+            request,
+            config: *engine.config(),
+            perf: Some(engine.into_perf()),
+        }
+    }
+
+    /// An idle engine of this instance with the shared step model.
+    fn engine(&mut self) -> Result<Engine, LayoutRejected> {
+        match self.perf.take() {
+            Some(perf) => Ok(Engine::new(self.config, perf, false)),
+            None => engine_for(self.layout, self.calibration, &self.request.engine, false)
+                .map(|(engine, _)| engine),
+        }
+    }
+
+    /// Takes the step model back from a level's engine.
+    fn keep(&mut self, engine: Engine) {
+        self.perf = Some(engine.into_perf());
+    }
+
+    /// One closed-loop level of `concurrency` users, judged against the SLO.
+    pub fn closed(&mut self, concurrency: u32) -> Result<LevelResult, LayoutRejected> {
+        self.closed_level(concurrency, false)
+    }
+
+    /// The same when only its verdict matters: the level stops as soon as it is sure to fail
+    /// (see [`FailureWatch`](super::virtual_run::FailureWatch)), and then its figures are
+    /// those of the requests finished.
+    pub fn verdict(&mut self, concurrency: u32) -> Result<LevelResult, LayoutRejected> {
+        self.closed_level(concurrency, true)
+    }
+
+    fn closed_level(
+        &mut self,
+        concurrency: u32,
+        stop_on_failure: bool,
+    ) -> Result<LevelResult, LayoutRejected> {
+        let (layout, calibration, request) = (self.layout, self.calibration, self.request);
+        let mut engine = self.engine()?;
+        // A pipeline's users spread over its batches in flight; the fullest one is simulated.
+        let engines = layout.virtual_engines();
+        let per_engine = concurrency.max(1).div_ceil(engines);
+        let users = per_engine as usize;
+        let stagger_s = request_cycle_s(&engine, &request.workload, per_engine);
+        let spec = RunSpec {
+            arrivals: Arrivals::Closed { users: per_engine },
+            workload: request.workload.clone(),
+            // Users start spread over one request cycle (`stagger_s`), so the engine is near
+            // its steady state from the start: half a round of warm-up settles the rest.
+            warmup_requests: (users / 2).max(10),
+            // Enough for a stable p90/p99 at small concurrency, two rounds of every user at
+            // large, capped (1 500 requests put a p90 within about 1.5 % of itself) to keep a
+            // plan over the whole catalog's cards in its time budget.
+            measured_requests: (2 * users).clamp(60, 1500),
+            seed: request.seed,
+            client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+            stagger_s,
+            client_jitter_s: 0.0,
+            request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+            phases: Phases::Continuous,
+        };
+        let stop = stop_on_failure.then_some(&request.slo);
+        let run = run_virtual_until(&mut engine, &spec, stop);
+        self.keep(engine);
+        Ok(judge(concurrency, None, &run, &request.slo).across(engines))
+    }
+
+    /// One open-loop level (Poisson arrivals at `rate` per second), judged against the SLO.
+    pub fn open(&mut self, rate: f64) -> Result<LevelResult, LayoutRejected> {
+        let (layout, calibration, request) = (self.layout, self.calibration, self.request);
+        let mut engine = self.engine()?;
+        let engines = layout.virtual_engines();
+        let spec = RunSpec {
+            arrivals: Arrivals::Open {
+                rate: rate / f64::from(engines),
+            },
+            workload: request.workload.clone(),
+            warmup_requests: (request.open_loop_requests / 10).max(30),
+            measured_requests: request.open_loop_requests.max(100),
+            seed: request.seed,
+            client_turnaround_s: DEFAULT_CLIENT_TURNAROUND_S,
+            stagger_s: 0.0,
+            client_jitter_s: 0.0,
+            request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
+            phases: Phases::Continuous,
+        };
+        let run = run_virtual(&mut engine, &spec);
+        self.keep(engine);
+        Ok(judge(0, Some(rate), &run, &request.slo).across(engines))
+    }
 }
 
 impl LevelResult {
@@ -584,9 +677,9 @@ impl LevelResult {
 }
 
 fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo) -> LevelResult {
-    let ttfts: Vec<f64> = run.requests.iter().map(|r| r.ttft()).collect();
-    let tpots: Vec<f64> = run.requests.iter().filter_map(|r| r.tpot()).collect();
-    let e2es: Vec<f64> = run.requests.iter().map(|r| r.e2e()).collect();
+    let ttfts = SortedSample::new(run.requests.iter().map(|r| r.ttft()).collect());
+    let tpots = SortedSample::new(run.requests.iter().filter_map(|r| r.tpot()).collect());
+    let e2es = SortedSample::new(run.requests.iter().map(|r| r.e2e()).collect());
     let empty = Summary {
         n: 0,
         mean: f64::NAN,
@@ -596,7 +689,7 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
         p99: f64::NAN,
     };
     let mut failed = Vec::new();
-    let ttft_stat = statistic(&ttfts, slo.percentile);
+    let ttft_stat = ttfts.statistic(slo.percentile);
     let mut slo_ratio = ttft_stat / slo.ttft_s;
     if ttft_stat.is_nan() || ttft_stat > slo.ttft_s {
         failed.push(format!(
@@ -607,7 +700,7 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
         ));
     }
     if let Some(limit) = slo.tpot_s {
-        let tpot_stat = statistic(&tpots, slo.percentile);
+        let tpot_stat = tpots.statistic(slo.percentile);
         if !tpots.is_empty() {
             slo_ratio = slo_ratio.max(tpot_stat / limit);
         }
@@ -620,22 +713,26 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
             ));
         }
     }
-    if run.requests.is_empty() {
+    if let Some(stopped) = &run.stopped {
+        // Its figures are of the requests finished before it stopped: only the verdict holds.
+        failed = vec![stopped.clone()];
+        slo_ratio = f64::INFINITY;
+    } else if run.requests.is_empty() {
         failed.push("no request finished".into());
     }
     let mean_e2e = if e2es.is_empty() {
         0.0
     } else {
-        e2es.iter().sum::<f64>() / e2es.len() as f64
+        e2es.statistic(crate::slo::Percentile::Mean)
     };
     LevelResult {
         concurrency,
         offered_rate,
         mean_in_flight: run.requests_per_s() * mean_e2e,
         requests: run.requests.len(),
-        ttft: Summary::of(&ttfts).unwrap_or(empty),
-        tpot: Summary::of(&tpots),
-        e2e: Summary::of(&e2es).unwrap_or(empty),
+        ttft: ttfts.summary().unwrap_or(empty),
+        tpot: tpots.summary(),
+        e2e: e2es.summary().unwrap_or(empty),
         output_tokens_per_s: run.output_tokens_per_s(),
         requests_per_s: run.requests_per_s(),
         mean_batch: run.mean_batch,
@@ -650,12 +747,13 @@ fn judge(concurrency: u32, offered_rate: Option<f64>, run: &RunResult, slo: &Slo
     }
 }
 
-/// A prediction with no levels yet: the layout checked against memory and the workload.
+/// A prediction with no levels yet — the layout checked against memory and the workload —
+/// and the engine its levels will run on.
 fn predict_shell(
     layout: &Layout,
     calibration: &Calibration,
     request: &PredictRequest,
-) -> Result<Prediction, LayoutRejected> {
+) -> Result<(Prediction, Engine), LayoutRejected> {
     let (engine, memory) = engine_for(layout, calibration, &request.engine, false)?;
     let longest = u64::from(request.workload.input_tokens.max())
         + u64::from(request.workload.output_tokens.max());
@@ -667,7 +765,7 @@ fn predict_shell(
             ),
         });
     }
-    Ok(Prediction {
+    let prediction = Prediction {
         model: layout.model.name.clone(),
         card: layout.card.name.clone(),
         tp: layout.tp,
@@ -690,8 +788,10 @@ fn predict_shell(
         memory,
         instances_per_node: 1,
         disaggregated: None,
+        below: None,
         elapsed_ms: 0.0,
-    })
+    };
+    Ok((prediction, engine))
 }
 
 /// Finds C* for `layout`: concurrency doubles from 1 until the SLO fails, then the bracket is
@@ -701,71 +801,94 @@ pub fn predict(
     calibration: &Calibration,
     request: &PredictRequest,
 ) -> Result<Prediction, LayoutRejected> {
-    let started = Instant::now();
-    let mut prediction = predict_shell(layout, calibration, request)?;
-    let mut levels: BTreeMap<u32, LevelResult> = BTreeMap::new();
-    // Each level's share of the SLO used, by users.
-    let mut ratios: BTreeMap<u32, f64> = BTreeMap::new();
-    let mut evaluate = |c: u32, ratios: &mut BTreeMap<u32, f64>| -> Result<bool, LayoutRejected> {
-        let result = evaluate_level(layout, calibration, request, c)?;
-        let pass = result.pass;
-        ratios.insert(c, result.slo_ratio);
-        levels.insert(c, result);
-        Ok(pass)
-    };
+    predict_with(layout, calibration, request, SearchHints::default())
+}
 
+/// Where a search starts when its caller needs only C* (not the curve below it) and knows
+/// nothing better: one user's levels cost the most (each of a request's tokens an iteration
+/// of its own), and nearly every layout worth planning holds sixteen.
+pub const SKIPPED_LEVELS_BELOW: u32 = 16;
+
+/// What a caller that asks for many layouts (the planner) knows before a search for C*, to
+/// spend fewer levels on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SearchHints {
+    /// A level expected to pass: the doubling starts at the power of two at or below it
+    /// instead of at 1, and halves down from there if that level fails. Levels below a
+    /// passing one are taken to pass (latency grows with load, as the search already assumes
+    /// when it stops at the first failure), so the bracket and C* are those doubling from 1
+    /// finds; only the curve lacks the small levels skipped, which at one user cost the most
+    /// (a request's every token is an iteration of its own).
+    pub start: Option<u32>,
+    /// The fewest users per instance that would make the layout matter: the search first
+    /// asks whether the layout holds them, and stops if not — C* is then known to be below,
+    /// which is all the caller needs.
+    pub needed: Option<u32>,
+    /// With `needed`: a level expected to fail, tried first when lower — a layout far from
+    /// the users it needs is then settled by one small level.
+    pub probe: Option<u32>,
+}
+
+/// [`predict`] with what the caller knows: where to start, and when C* no longer matters
+/// (then the prediction's `below` says so, and `c_star` is only the highest level passed).
+pub fn predict_with(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    hints: SearchHints,
+) -> Result<Prediction, LayoutRejected> {
+    let started = Instant::now();
+    let (mut prediction, engine) = predict_shell(layout, calibration, request)?;
+    let runner = LevelRunner::with_engine(layout, calibration, request, engine);
     let max = request.max_concurrency.max(1);
-    let mut last_pass = 0;
-    let mut first_fail = None;
-    let mut c = 1;
-    loop {
-        if evaluate(c, &mut ratios)? {
-            last_pass = c;
-            if c >= max {
-                break;
-            }
-            c = (c * 2).min(max);
-        } else {
-            first_fail = Some(c);
-            break;
+    let mut search = CStarSearch {
+        runner,
+        levels: BTreeMap::new(),
+        max,
+    };
+    let found = match hints.needed {
+        Some(needed) => search.settle(needed, hints.probe)?,
+        None => None,
+    };
+    let found = match found {
+        Some(below) => below,
+        None => {
+            // Levels up to the users needed pass, when the layout holds them.
+            let start = hints.start.unwrap_or(1).max(hints.needed.unwrap_or(1));
+            search.bracket(power_of_two_at_most(start.clamp(1, max)))?
         }
-    }
-    if let Some(mut high) = first_fail {
-        let mut low = last_pass;
-        while low > 0 {
-            let width = ((request.resolution * f64::from(low)).floor() as u32).max(1);
-            if high - low <= width {
-                break;
+    };
+    let (last_pass, first_fail) = match found {
+        Found::Bracket {
+            last_pass,
+            first_fail,
+        } => match first_fail {
+            Some(high) => {
+                let (low, high) = search.bisect(last_pass, high, request.resolution)?;
+                (low, Some(high))
             }
-            // Where the SLO's share crosses 1 between the bracket's ends, interpolated (latency
-            // grows smoothly with users), kept off the ends so the bracket always shrinks by
-            // a fifth at least: a few levels fewer than halving, and the largest levels are
-            // the costly ones.
-            let ratio = |c: u32| ratios.get(&c).copied().unwrap_or(f64::NAN);
-            let (r_low, r_high) = (ratio(low), ratio(high));
-            let share = if r_low.is_finite() && r_high.is_finite() && r_high > r_low {
-                ((1.0 - r_low) / (r_high - r_low)).clamp(0.2, 0.8)
-            } else {
-                0.5
-            };
-            let mid =
-                (low + (f64::from(high - low) * share).round() as u32).clamp(low + 1, high - 1);
-            if evaluate(mid, &mut ratios)? {
-                low = mid;
-            } else {
-                high = mid;
-            }
+            None => (last_pass, None),
+        },
+        Found::Below {
+            needed,
+            last_pass,
+            first_fail,
+        } => {
+            prediction.below = Some(needed);
+            (last_pass, first_fail)
         }
-        last_pass = low;
-        first_fail = Some(high);
-    }
+    };
+    let levels = search.levels;
     prediction.limit = match first_fail.and_then(|c| levels.get(&c)) {
         Some(level) => format!(
             "at {} users: {}",
             level.concurrency,
             level.failed.join("; ")
         ),
-        None => format!("none found up to {max} users (raise --max-concurrency)"),
+        None => match prediction.below {
+            Some(needed) => format!("the search stops at {max} users, below the {needed} needed"),
+            None => format!("none found up to {max} users (raise --max-concurrency)"),
+        },
     };
     prediction.c_star = last_pass;
     prediction.last_pass = last_pass;
@@ -773,6 +896,236 @@ pub fn predict(
     prediction.curve = levels.into_values().collect();
     prediction.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(prediction)
+}
+
+/// About how many users `layout` holds within the SLO, from its step model alone (no
+/// simulation): the running batch whose iteration — every sequence's next token, and the
+/// prompts joining meanwhile — takes the TPOT limit, capped by the running-request limit and
+/// by the KV cache at the mean context, turned into users by the think time. Over the
+/// catalog's mixtures of experts on every node shape, nine C* in ten were within 0.8 and
+/// 1.2 times it; it ignores queueing and the percentile asked. The planner orders layouts
+/// and starts searches by it, which costs levels when it is wrong, never a different C*.
+pub fn estimate_c_star(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+) -> Option<f64> {
+    let (engine, _) = engine_for(layout, calibration, &request.engine, false).ok()?;
+    let config = engine.config();
+    let input = request.workload.input_tokens.mean().max(1.0);
+    let output = request.workload.output_tokens.mean().max(1.0);
+    let context = input + output / 2.0;
+    let cap = (config.max_running as f64)
+        .min(config.kv_capacity as f64 / context)
+        .max(1.0);
+    // Prompts join the running batch as its requests finish: one every `output` iterations
+    // per sequence, each computing what the prefix cache does not hold.
+    let cached = f64::from(request.workload.prefix_share.of(input as u32)).clamp(0.0, input - 1.0);
+    let with_prompts = |running: f64, prompts: f64| {
+        let mut work = StepWork::default();
+        work.add_decode(running, running * context);
+        work.add_prefill_chunks(prompts, cached, input - cached);
+        engine.perf().step_time(&work).total
+    };
+    // A whole number of prompts per iteration: the mean of the two around the average.
+    let iteration = |running: f64| {
+        let starting = running / output;
+        let whole = starting.floor();
+        let part = starting - whole;
+        (1.0 - part) * with_prompts(running, whole) + part * with_prompts(running, whole + 1.0)
+    };
+    let limit = request.slo.tpot_s.unwrap_or(f64::INFINITY);
+    let running = if iteration(cap) <= limit {
+        cap
+    } else if iteration(1.0) > limit {
+        1.0
+    } else {
+        // The largest batch within the limit, to a few per cent.
+        let (mut low, mut high) = (1.0_f64, cap);
+        while high / low > 1.02 {
+            let mid = (low * high).sqrt();
+            if iteration(mid) <= limit {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        low
+    };
+    let e2e = output * iteration(running);
+    let think = request.workload.think_time.mean_s();
+    let users = running * (e2e + think) / e2e.max(1e-9) * f64::from(layout.virtual_engines());
+    users.is_finite().then_some(users)
+}
+
+/// The largest power of two not above `c` (at least 1).
+fn power_of_two_at_most(c: u32) -> u32 {
+    if c <= 1 {
+        1
+    } else {
+        1 << (31 - c.leading_zeros())
+    }
+}
+
+/// Where the levels of powers of two put C*.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Found {
+    /// C* is at least `last_pass` and below `first_fail` (none: every level up to the cap
+    /// passed).
+    Bracket {
+        last_pass: u32,
+        first_fail: Option<u32>,
+    },
+    /// C* is below `needed`: a level no higher failed (or the search's cap is below it).
+    Below {
+        needed: u32,
+        last_pass: u32,
+        first_fail: Option<u32>,
+    },
+}
+
+/// One layout's search for C*: the levels run so far, each run once.
+struct CStarSearch<'a> {
+    runner: LevelRunner<'a>,
+    levels: BTreeMap<u32, LevelResult>,
+    max: u32,
+}
+
+impl CStarSearch<'_> {
+    /// Whether `c` users pass (run once, remembered).
+    fn passes(&mut self, c: u32) -> Result<bool, LayoutRejected> {
+        self.level(c, false)
+    }
+
+    /// The same when a failure ends the search: a level sure to fail stops early (see
+    /// [`LevelRunner::verdict`]); one that passes runs whole, as `passes` runs it.
+    fn verdict(&mut self, c: u32) -> Result<bool, LayoutRejected> {
+        self.level(c, true)
+    }
+
+    fn level(&mut self, c: u32, stop_on_failure: bool) -> Result<bool, LayoutRejected> {
+        if let Some(level) = self.levels.get(&c) {
+            return Ok(level.pass);
+        }
+        let result = if stop_on_failure {
+            self.runner.verdict(c)?
+        } else {
+            self.runner.closed(c)?
+        };
+        let pass = result.pass;
+        self.levels.insert(c, result);
+        Ok(pass)
+    }
+
+    /// The share of the SLO level `c` used (NaN when not run).
+    fn ratio(&self, c: u32) -> f64 {
+        self.levels
+            .get(&c)
+            .map_or(f64::NAN, |level| level.slo_ratio)
+    }
+
+    /// Whether the layout holds the users it `needed`: `Below` when not (after `probe`, when
+    /// lower, or `needed` itself failed), `None` when it does and C* must be found.
+    fn settle(&mut self, needed: u32, probe: Option<u32>) -> Result<Option<Found>, LayoutRejected> {
+        if needed > self.max {
+            return Ok(Some(Found::Below {
+                needed,
+                last_pass: 0,
+                first_fail: None,
+            }));
+        }
+        let probe = probe.filter(|&p| p >= 1 && p < needed);
+        for level in probe.into_iter().chain([needed]) {
+            if !self.verdict(level)? {
+                let last_pass = self
+                    .levels
+                    .range(..level)
+                    .filter(|(_, l)| l.pass)
+                    .map(|(&c, _)| c)
+                    .next_back()
+                    .unwrap_or(0);
+                return Ok(Some(Found::Below {
+                    needed,
+                    last_pass,
+                    first_fail: Some(level),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The bracket of powers of two around C*: doubling from `start` (a power of two) while
+    /// levels pass, halving from it while they fail.
+    fn bracket(&mut self, start: u32) -> Result<Found, LayoutRejected> {
+        let mut c = start.min(self.max);
+        if !self.passes(c)? {
+            let mut high = c;
+            while high > 1 {
+                let low = high / 2;
+                if self.passes(low)? {
+                    return Ok(Found::Bracket {
+                        last_pass: low,
+                        first_fail: Some(high),
+                    });
+                }
+                high = low;
+            }
+            return Ok(Found::Bracket {
+                last_pass: 0,
+                first_fail: Some(1),
+            });
+        }
+        loop {
+            if c >= self.max {
+                return Ok(Found::Bracket {
+                    last_pass: c,
+                    first_fail: None,
+                });
+            }
+            let next = (c * 2).min(self.max);
+            if !self.passes(next)? {
+                return Ok(Found::Bracket {
+                    last_pass: c,
+                    first_fail: Some(next),
+                });
+            }
+            c = next;
+        }
+    }
+
+    /// Narrows [`low`, `high`) to `resolution` of `low` (or one user), returning the last
+    /// level passed and the first failed.
+    fn bisect(
+        &mut self,
+        mut low: u32,
+        mut high: u32,
+        resolution: f64,
+    ) -> Result<(u32, u32), LayoutRejected> {
+        while low > 0 {
+            let width = ((resolution * f64::from(low)).floor() as u32).max(1);
+            if high - low <= width {
+                break;
+            }
+            // Where the SLO's share crosses 1 between the bracket's ends, interpolated (latency
+            // grows smoothly with users), kept off the ends so the bracket always shrinks by
+            // a fifth at least: a few levels fewer than halving, and the largest levels are
+            // the costly ones.
+            let (r_low, r_high) = (self.ratio(low), self.ratio(high));
+            let share = if r_low.is_finite() && r_high.is_finite() && r_high > r_low {
+                ((1.0 - r_low) / (r_high - r_low)).clamp(0.2, 0.8)
+            } else {
+                0.5
+            };
+            let mid =
+                (low + (f64::from(high - low) * share).round() as u32).clamp(low + 1, high - 1);
+            if self.passes(mid)? {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        Ok((low, high))
+    }
 }
 
 /// Finds the highest open-loop request rate `layout` holds within the SLO (`RateSearch::Auto`:
@@ -786,10 +1139,16 @@ pub fn predict_rate(
     search: &RateSearch,
 ) -> Result<Prediction, LayoutRejected> {
     let started = Instant::now();
-    let mut prediction = predict_shell(layout, calibration, request)?;
+    let (mut prediction, engine) = predict_shell(layout, calibration, request)?;
     let mut levels: Vec<LevelResult> = Vec::new();
+    let mut runner = LevelRunner::with_engine(layout, calibration, request, engine);
+    // One user alone sends a request every E2E: a rate that nearly always passes.
+    let alone = match search {
+        RateSearch::Auto => Some(runner.closed(1)?),
+        RateSearch::Fixed(_) => None,
+    };
     let mut evaluate = |rate: f64| -> Result<bool, LayoutRejected> {
-        let result = evaluate_rate(layout, calibration, request, rate)?;
+        let result = runner.open(rate)?;
         let pass = result.pass;
         levels.push(result);
         Ok(pass)
@@ -806,10 +1165,9 @@ pub fn predict_rate(
             }
         }
         RateSearch::Auto => {
-            // One user alone sends a request every E2E: a rate that nearly always passes.
-            let alone = evaluate_level(layout, calibration, request, 1)?;
-            let mut rate = if alone.e2e.mean > 0.0 {
-                1.0 / alone.e2e.mean
+            let alone_e2e = alone.map_or(0.0, |level| level.e2e.mean);
+            let mut rate = if alone_e2e > 0.0 {
+                1.0 / alone_e2e
             } else {
                 1.0
             };
@@ -1008,6 +1366,119 @@ mod tests {
         assert_eq!("auto".parse::<RateSearch>().unwrap(), RateSearch::Auto);
         for bad in ["0", "-1", "fast", "1,,2"] {
             assert!(bad.parse::<RateSearch>().is_err(), "{bad}");
+        }
+    }
+
+    /// The search of the planner, given where to start and what it must reach, ends on
+    /// the bracket doubling from one user finds — or says the layout is below what it needs.
+    #[test]
+    fn hints_change_the_levels_run_not_c_star() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        let card = catalog.card("A100-80G-SXM").unwrap();
+        let layout = Layout::on_card(model, card, 1);
+        let calibration = Calibration::for_card(card, &card.interconnect);
+        let mut req = request(2.0, 0.05);
+        req.resolution = 0.05;
+        let whole = predict(&layout, &calibration, &req).unwrap();
+        let fail = whole.first_fail.expect("a fail below 4096");
+        let c_star = whole.c_star;
+        assert!(c_star > 16, "{c_star}");
+        let with = |hints: SearchHints| predict_with(&layout, &calibration, &req, hints).unwrap();
+        for start in [2, 16, c_star, fail, 3 * fail] {
+            let hinted = with(SearchHints {
+                start: Some(start),
+                ..SearchHints::default()
+            });
+            assert_eq!(
+                (hinted.c_star, hinted.first_fail),
+                (c_star, Some(fail)),
+                "{start}"
+            );
+            assert_eq!(hinted.limit, whole.limit);
+            assert!(hinted.curve.len() <= whole.curve.len() + 1, "{start}");
+        }
+        // Holding the users it needs: C* in full, whatever the probe below them says.
+        let held = with(SearchHints {
+            start: Some(c_star / 3),
+            needed: Some(c_star),
+            probe: Some(c_star / 2),
+        });
+        assert_eq!((held.c_star, held.below), (c_star, None));
+        // Needing the first level that failed: below, after at most the probe and that level.
+        for probe in [None, Some(fail / 2), Some(fail - 1)] {
+            let short = with(SearchHints {
+                start: Some(c_star),
+                needed: Some(fail),
+                probe,
+            });
+            assert_eq!(short.below, Some(fail), "{probe:?}");
+            assert!(short.curve.len() <= 2, "{:?}", short.curve.len());
+            assert!(short.limit.starts_with("at "), "{}", short.limit);
+            assert!(short.last_pass < fail);
+        }
+        // Needing more than the search ever tries: below without a level.
+        let never = with(SearchHints {
+            needed: Some(req.max_concurrency + 1),
+            ..SearchHints::default()
+        });
+        assert!(never.below.is_some() && never.curve.is_empty());
+    }
+
+    /// A level asked only for its verdict stops once it is sure to fail, and fails as the
+    /// whole level does; a level that passes runs whole, with the same figures.
+    #[test]
+    fn a_level_stops_early_only_when_it_fails() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        let card = catalog.card("L4").unwrap();
+        let layout = Layout::on_card(model, card, 1);
+        let calibration = Calibration::for_card(card, &card.interconnect);
+        let req = request(2.0, 0.1);
+        let mut runner = LevelRunner::new(&layout, &calibration, &req).unwrap();
+        let c_star = predict(&layout, &calibration, &req).unwrap().c_star;
+        let overloaded = 4 * c_star;
+        let whole = runner.closed(overloaded).unwrap();
+        let verdict = runner.verdict(overloaded).unwrap();
+        assert!(!whole.pass && !verdict.pass);
+        assert!(
+            verdict.requests < whole.requests,
+            "{} vs {}",
+            verdict.requests,
+            whole.requests
+        );
+        assert!(
+            verdict.failed[0].contains("when the level stopped"),
+            "{:?}",
+            verdict.failed
+        );
+        let passing = runner.verdict(c_star).unwrap();
+        let again = runner.closed(c_star).unwrap();
+        assert!(passing.pass);
+        assert_eq!(
+            (passing.requests, passing.ttft),
+            (again.requests, again.ttft)
+        );
+    }
+
+    /// The estimate the planner orders layouts by lands near the simulated C*.
+    #[test]
+    fn the_estimate_is_near_c_star() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-8b").unwrap();
+        for (card, tp) in [("A100-80G-SXM", 1), ("H100-SXM", 2), ("L4", 1)] {
+            let card = catalog.card(card).unwrap();
+            let layout = Layout::on_card(model, card, tp);
+            let calibration = Calibration::for_card(card, &card.interconnect);
+            let req = request(2.0, 0.1);
+            let c_star = f64::from(predict(&layout, &calibration, &req).unwrap().c_star);
+            let estimate = estimate_c_star(&layout, &calibration, &req).unwrap();
+            let ratio = c_star / estimate;
+            assert!(
+                ratio > 0.5 && ratio < 2.0,
+                "{}: C* {c_star}, estimated {estimate}",
+                card.name
+            );
         }
     }
 }

@@ -6,14 +6,15 @@
 //! until every one of them has finished, so slow requests are not cut off (survivor bias).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 
-use super::engine::{Engine, EngineRequest};
+use super::engine::{Engine, EngineRequest, StepOutcome};
+use crate::slo::{format_seconds, Percentile, Slo};
 use crate::workload::Workload;
 
 /// How requests arrive.
@@ -140,6 +141,9 @@ pub struct RunResult {
     pub output_tokens_in_window: u64,
     pub mean_batch: f64,
     pub preemptions: u64,
+    /// Why the run stopped before its measured requests all finished (see
+    /// [`run_virtual_until`]): the SLO was sure to fail, and `requests` holds those finished.
+    pub stopped: Option<String>,
 }
 
 impl RunResult {
@@ -163,6 +167,19 @@ struct InFlight {
 
 /// Runs `spec` against `engine` in virtual time.
 pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
+    run_virtual_until(engine, spec, None)
+}
+
+/// Runs `spec` against `engine` in virtual time — stopping early, with `slo`, once the level
+/// is sure to fail it whatever the measured requests still running or to come do (see
+/// [`FailureWatch`]): a search that only asks whether a level passes need not simulate the
+/// rest.
+pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>) -> RunResult {
+    let watch = slo.map(|slo| FailureWatch::new(*slo, spec.measured_requests));
+    let mut steps_since_check = 0usize;
+    let mut stopped = None;
+    // Ids of the measured requests, in the order sent.
+    let mut measured_ids: Vec<u64> = Vec::new();
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let mut now = 0.0_f64;
     let mut next_id: u64 = 0;
@@ -187,7 +204,8 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
         Arrivals::Open { .. } | Arrivals::Paced { .. } => sends.push(Reverse((0, 0))),
     }
 
-    let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
+    // By request id: ids count up from 0, one per send.
+    let mut in_flight: Vec<Option<InFlight>> = Vec::new();
     let mut completed = 0usize;
     let mut window_start: Option<f64> = None;
     let mut measured_sent = 0usize;
@@ -206,11 +224,14 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
     };
     let drained =
         spec.phases == Phases::Drained && matches!(spec.arrivals, Arrivals::Closed { .. });
-    // Requests sent so far in the current phase, for the drained phases' counts.
+    // Requests sent so far in the current phase, and accepted ones not yet finished, for the
+    // drained phases.
     let mut issued = sends.len();
+    let mut running = 0usize;
     if drained && spec.warmup_requests == 0 {
         window_start = Some(0.0);
     }
+    let mut outcome = StepOutcome::default();
     loop {
         // Submit every send whose request has reached the engine by now.
         while let Some(Reverse((due, user))) = sends.peek().copied() {
@@ -232,19 +253,19 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 output_tokens,
                 cached_tokens: prefix_share.of(input_tokens),
             };
-            if engine.submit(request).is_ok() {
-                in_flight.insert(
-                    id,
-                    InFlight {
-                        user,
-                        arrival: due as f64 * 1e-9,
-                        first_token: None,
-                        input_tokens,
-                        output_tokens,
-                        measured,
-                    },
-                );
+            let accepted = engine.submit(request).is_ok();
+            if measured && watch.is_some() {
+                measured_ids.push(id);
             }
+            running += usize::from(accepted);
+            in_flight.push(accepted.then_some(InFlight {
+                user,
+                arrival: due as f64 * 1e-9,
+                first_token: None,
+                input_tokens,
+                output_tokens,
+                measured,
+            }));
             if let Some(gap) = &open_gap {
                 let next = due as f64 * 1e-9 + gap.sample(&mut rng);
                 sends.push(Reverse((to_ns(next), 0)));
@@ -261,7 +282,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
             break;
         }
 
-        let Some(outcome) = engine.step() else {
+        if !engine.step_into(&mut outcome) {
             // Idle: jump to the next send.
             match sends.peek() {
                 Some(Reverse((due, _))) => {
@@ -270,22 +291,23 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 }
                 None => break,
             }
-        };
+        }
         now += outcome.duration;
         if window_start.is_some() {
             window_tokens += outcome.tokens_out;
             batch_sum += outcome.batch as f64;
             steps_in_window += 1;
         }
-        for id in &outcome.first_tokens {
-            if let Some(request) = in_flight.get_mut(id) {
+        for &id in &outcome.first_tokens {
+            if let Some(request) = in_flight.get_mut(id as usize).and_then(Option::as_mut) {
                 request.first_token = Some(now);
             }
         }
-        for id in &outcome.finished {
-            let Some(request) = in_flight.remove(id) else {
+        for &id in &outcome.finished {
+            let Some(request) = in_flight.get_mut(id as usize).and_then(Option::take) else {
                 continue;
             };
+            running = running.saturating_sub(1);
             completed += 1;
             if !drained && window_start.is_none() && completed >= spec.warmup_requests {
                 window_start = Some(now);
@@ -319,7 +341,7 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                         issued += 1;
                         let next = now + think + turnaround(&mut rng);
                         sends.push(Reverse((to_ns(next), request.user)));
-                    } else if in_flight.is_empty() && sends.is_empty() {
+                    } else if running == 0 && sends.is_empty() {
                         window_start = Some(now);
                         let first_wave = (users as usize).min(spec.measured_requests);
                         for user in 0..first_wave as u32 {
@@ -335,6 +357,20 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
                 }
             }
         }
+
+        if let (Some(watch), Some(_)) = (&watch, window_start) {
+            steps_since_check += 1;
+            if steps_since_check >= FailureWatch::EVERY_STEPS {
+                steps_since_check = 0;
+                let running = measured_ids
+                    .iter()
+                    .filter_map(|&id| in_flight.get(id as usize).and_then(Option::as_ref));
+                stopped = watch.certain_failure(now, running, &measured_done);
+                if stopped.is_some() {
+                    break;
+                }
+            }
+        }
     }
 
     let start = window_start.unwrap_or(0.0);
@@ -345,6 +381,89 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
         output_tokens_in_window: window_tokens,
         mean_batch: batch_sum / steps_in_window.max(1) as f64,
         preemptions: engine.counters().preemptions - preemptions_before,
+        stopped,
+    }
+}
+
+/// Tells when a level is sure to fail its SLO before its measured requests have all
+/// finished: TTFT and TPOT are known once a request has its first token or its last, and
+/// bounded below while it waits (TTFT is at least the time waited so far) or decodes (TPOT
+/// at least the time since its first token over the tokens it must produce). A percentile
+/// of `measured` values is above a limit once enough values are (the interpolated quantile
+/// is at least the value at its lower rank); the mean, once their lower bounds sum above
+/// `measured` times the limit.
+pub struct FailureWatch {
+    slo: Slo,
+    measured: usize,
+}
+
+impl FailureWatch {
+    /// Iterations between checks: a check reads every measured request.
+    const EVERY_STEPS: usize = 64;
+
+    pub fn new(slo: Slo, measured: usize) -> FailureWatch {
+        FailureWatch {
+            slo,
+            measured: measured.max(1),
+        }
+    }
+
+    /// Why the level fails for sure at `now`, given the measured requests `running` and
+    /// `done`; `None` while it may still pass.
+    fn certain_failure<'a>(
+        &self,
+        now: f64,
+        running: impl Iterator<Item = &'a InFlight> + Clone,
+        done: &[RequestTiming],
+    ) -> Option<String> {
+        let ttft = running
+            .clone()
+            .map(|r| r.first_token.unwrap_or(now) - r.arrival)
+            .chain(done.iter().map(RequestTiming::ttft));
+        if let Some(over) = self.over(ttft, self.slo.ttft_s) {
+            return Some(self.reason("TTFT", self.slo.ttft_s, over));
+        }
+        let limit = self.slo.tpot_s?;
+        let tpot = running
+            .filter(|r| r.output_tokens > 1)
+            .map(|r| {
+                r.first_token
+                    .map_or(0.0, |first| (now - first) / f64::from(r.output_tokens - 1))
+            })
+            .chain(done.iter().filter_map(RequestTiming::tpot));
+        self.over(tpot, limit)
+            .map(|over| self.reason("TPOT", limit, over))
+    }
+
+    /// How many `lower_bounds` are above `limit` when that settles the statistic above it.
+    fn over(&self, lower_bounds: impl Iterator<Item = f64>, limit: f64) -> Option<usize> {
+        let n = self.measured;
+        match self.slo.percentile {
+            Percentile::Mean => {
+                let (mut sum, mut over) = (0.0, 0);
+                for value in lower_bounds {
+                    sum += value;
+                    over += usize::from(value > limit);
+                }
+                (sum > limit * n as f64).then_some(over)
+            }
+            Percentile::P(q) => {
+                // Above the limit for sure once the values from the quantile's lower rank up
+                // are (with fewer values than `measured`, fewer are needed: this errs safe).
+                let lower_rank = ((q / 100.0).clamp(0.0, 1.0) * (n - 1) as f64).floor() as usize;
+                let over = lower_bounds.filter(|&value| value > limit).count();
+                (over >= n - lower_rank).then_some(over)
+            }
+        }
+    }
+
+    fn reason(&self, what: &str, limit: f64, over: usize) -> String {
+        format!(
+            "{what} {} > {}, {over} of {} measured requests over it when the level stopped",
+            self.slo.percentile,
+            format_seconds(limit),
+            self.measured
+        )
     }
 }
 
