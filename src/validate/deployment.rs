@@ -193,7 +193,12 @@ impl Deployment {
     fn kv_transfer_s(&self, catalog: &Catalog, pools: Pools) -> Result<f64, String> {
         let model = catalog.model(&self.model).map_err(|e| e.to_string())?;
         let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
-        let layout = self.layout(catalog, pools.prefill, 0.9)?;
+        // KV bytes per token and card depend on the layout, not on the memory share.
+        let layout = self.layout(
+            catalog,
+            pools.prefill,
+            MemoryOptions::default().memory_utilization,
+        )?;
         let fit = memory_fit_layout(model, card, &pools.prefill, &layout.memory)
             .map_err(|rejected| rejected.reason)?;
         Ok(crate::sim::disagg::kv_transfer_s(
