@@ -231,6 +231,11 @@ fn config(streams: u32) -> ProbeConfig {
             instances_per_node: 1,
             instances_per_card: 1,
             interconnect: "pcie".into(),
+            pp: 1,
+            ep: 1,
+            attention_dp: 1,
+            pd: None,
+            speculation: None,
         },
         slo: Slo {
             ttft_s: 60.0,

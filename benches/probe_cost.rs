@@ -33,6 +33,7 @@ fn workload() -> Workload {
         output_tokens: TokenLengths::Uniform { min: 50, max: 350 },
         think_time: ThinkTime::NONE,
         prefix_share: PrefixShare::NONE,
+        speculation: None,
     }
 }
 
@@ -166,6 +167,11 @@ fn main() {
                     instances_per_node: 1,
                     instances_per_card: 1,
                     interconnect: card.interconnect.clone(),
+                    pp: 1,
+                    ep: 1,
+                    attention_dp: 1,
+                    pd: None,
+                    speculation: None,
                 },
                 slo: slo(),
                 e2e_limit_s: None,

@@ -25,6 +25,7 @@ fn predict_times() {
             output_tokens: TokenLengths::Uniform { min: 128, max: 384 },
             think_time: ThinkTime::NONE,
             prefix_share: PrefixShare::NONE,
+            speculation: None,
         },
         Slo {
             ttft_s: 2.0,

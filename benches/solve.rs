@@ -33,6 +33,8 @@ fn main() {
                     continue;
                 }
                 points.push(CapacityPoint {
+                    pd: None,
+                    speculation: None,
                     model: model.name.clone(),
                     card: card.name.clone(),
                     interconnect: card.interconnect.clone(),

@@ -25,7 +25,7 @@ use capplan::slo::{parse_positive_seconds, Percentile, Slo};
 use capplan::store::import::ImportFormat;
 use capplan::workload::dataset::{read_dataset, DatasetLengths};
 use capplan::workload::tokens::LocalTokenizer;
-use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
+use capplan::workload::{PrefixShare, Speculation, ThinkTime, TokenLengths, Workload};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -116,6 +116,11 @@ pub struct ValidateArgs {
     /// with and without operator tables) to FILE, e.g. hardware/bands.toml
     #[arg(long, value_name = "FILE")]
     pub write_bands: Option<PathBuf>,
+    /// What if: simulate every row whose model can run it with this speculative decoding
+    /// (e.g. mtp, mtp:3@0.8,0.6,0.4). The tables do not record it, so the default scores
+    /// without; the sources scored this way say so
+    #[arg(long, value_parser = parse_input::<Speculation>, value_name = "METHOD[:K][@A]")]
+    pub speculative: Option<Speculation>,
 }
 
 #[derive(Debug, Args)]
@@ -151,9 +156,48 @@ pub struct ImportArgs {
     /// Think time of the measured users
     #[arg(long, default_value = "0s", value_parser = parse_input::<ThinkTime>, value_name = "DUR")]
     pub think_time: ThinkTime,
+    #[command(flatten)]
+    pub parallel: ParallelFlags,
+    #[command(flatten)]
+    pub deployment: DeploymentFlags,
     /// Where run folders go [default: the --measurements folder, else ./measurements]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+impl ImportArgs {
+    /// What the files do not say, checked against the catalog: the model, the card, the
+    /// layout and the deployment behind the measured server.
+    pub fn context(
+        &self,
+        catalog: &capplan::catalog::Catalog,
+    ) -> Result<capplan::store::import::run::ImportContext, capplan::InputError> {
+        let model = catalog.model(&self.model)?;
+        let card = catalog.card(&self.card)?;
+        let interconnect = match &self.node {
+            Some(name) => catalog.node(name)?.interconnect.clone(),
+            None => card.interconnect.clone(),
+        };
+        let parallel = self.parallel.with_tp(self.tp);
+        if let Some(problem) = parallel.problem(model) {
+            return Err(capplan::InputError::value(problem));
+        }
+        Ok(capplan::store::import::run::ImportContext {
+            model: model.name.clone(),
+            card: card.name.clone(),
+            tp: self.tp,
+            parallel,
+            pd: self.deployment.pd,
+            speculation: self.deployment.speculation(model, catalog)?,
+            interconnect,
+            instances_per_node: self.instances_per_node,
+            cards_per_node: self.cards_per_node,
+            input_tokens: self.input_tokens.clone(),
+            output_tokens: self.output_tokens.clone(),
+            think_time: self.think_time,
+            command: capplan::probe::redact::redact_command(std::env::args()),
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -263,6 +307,10 @@ pub struct ProbeArgs {
     /// balanced); needs --tp 1. C* is then divided among them for capacity points
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub instances_per_card: u32,
+    #[command(flatten)]
+    pub parallel: ParallelFlags,
+    #[command(flatten)]
+    pub deployment: DeploymentFlags,
     /// Time-to-first-token limit, e.g. 3s, 800ms (may be left out when --e2e is the limit:
     /// a latency-only SLO, e.g. --e2e 50ms --percentile p99 for an image service)
     #[arg(long, value_parser = parse_limit, value_name = "DUR", required_unless_present_any = ["resume", "e2e"])]
@@ -403,6 +451,31 @@ pub struct LayoutArgs {
     pub node: Option<String>,
 }
 
+/// What a measured deployment ran beside its layout, recorded with its capacity points.
+#[derive(Debug, Args)]
+pub struct DeploymentFlags {
+    /// The server is a disaggregated deployment of P prefill and D decode workers, each of
+    /// the layout given (e.g. 1:3); its C* is divided among the workers
+    #[arg(long, value_parser = parse_input::<PdSplit>, value_name = "P:D")]
+    pub pd: Option<PdSplit>,
+    #[command(flatten)]
+    pub speculative: SpeculativeArgs,
+}
+
+impl DeploymentFlags {
+    /// The speculation checked against `model`, and the split checked.
+    pub fn speculation(
+        &self,
+        model: &capplan::catalog::Model,
+        catalog: &capplan::catalog::Catalog,
+    ) -> Result<Option<Speculation>, capplan::InputError> {
+        if let Some(problem) = self.pd.and_then(|pd| pd.problem()) {
+            return Err(capplan::InputError::value(problem));
+        }
+        self.speculative.resolve(None, &[model], catalog)
+    }
+}
+
 /// The layout beyond tensor parallelism (mixture-of-experts models and multi-node instances).
 #[derive(Debug, Args, Clone, Copy)]
 pub struct ParallelFlags {
@@ -465,6 +538,8 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_input::<PdSplit>, value_name = "P:D")]
     pub pd: Option<PdSplit>,
     #[command(flatten)]
+    pub speculative: SpeculativeArgs,
+    #[command(flatten)]
     pub engine: EngineFlags,
     #[command(flatten)]
     pub memory: MemoryFlags,
@@ -525,6 +600,44 @@ pub struct WorkloadArgs {
     /// request repeats, a conversation's earlier turns: 0.4 or 40% [default: 0]
     #[arg(long, value_parser = parse_input::<PrefixShare>, value_name = "SHARE", allow_hyphen_values = true)]
     pub prefix_share: Option<PrefixShare>,
+    #[command(flatten)]
+    pub speculative: SpeculativeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SpeculativeArgs {
+    /// Speculative decoding and the workload's acceptance of its drafts: mtp (the model's MTP
+    /// module, one token accepted at 0.85 as DeepSeek-V3's report gives), mtp:2@0.85,0.3,
+    /// eagle:3@0.7 (a draft head), draft:MODEL:4@0.6 (a draft model of the catalog); @A is the
+    /// chance a draft token is kept given the ones before it were [default: none]
+    #[arg(long, value_parser = parse_input::<Speculation>, value_name = "METHOD[:K][@A]")]
+    pub speculative: Option<Speculation>,
+}
+
+impl SpeculativeArgs {
+    /// The speculation checked against `models` (every one must be able to run it) and the
+    /// catalog.
+    pub fn resolve(
+        &self,
+        given: Option<&Speculation>,
+        models: &[&capplan::catalog::Model],
+        catalog: &capplan::catalog::Catalog,
+    ) -> Result<Option<Speculation>, capplan::InputError> {
+        let Some(speculation) = self.speculative.as_ref().or(given) else {
+            return Ok(None);
+        };
+        if models.is_empty() {
+            return Err(capplan::InputError::value(
+                "speculative decoding: say which models run it (--model or [candidates] \
+                 models); a drafter belongs to its model",
+            ));
+        }
+        let mut resolved = speculation.clone();
+        for model in models {
+            resolved = speculation.clone().resolve(model, catalog)?;
+        }
+        Ok(Some(resolved))
+    }
 }
 
 impl WorkloadArgs {
@@ -572,6 +685,7 @@ impl WorkloadArgs {
             output_tokens,
             think_time,
             prefix_share: self.prefix_share.unwrap_or_default(),
+            speculation: None,
         })
     }
 }
@@ -852,6 +966,7 @@ impl MemoryFlags {
             memory_utilization: self.mem_util.unwrap_or(default_utilization),
             reserve_gib: self.reserve_gib,
             context_tokens: self.context,
+            ..MemoryOptions::default()
         }
     }
 }
@@ -870,6 +985,9 @@ impl ProbeArgs {
             Some(name) => catalog.node(name)?.interconnect.clone(),
             None => card.interconnect.clone(),
         };
+        if let Some(problem) = self.parallel.with_tp(self.tp).problem(model) {
+            return Err(capplan::InputError::value(problem).into());
+        }
         let target = match (&self.url, self.sim) {
             (Some(url), _) => Target::Url {
                 url: redact_url(url),
@@ -931,6 +1049,11 @@ impl ProbeArgs {
                 instances_per_node: self.instances_per_node,
                 instances_per_card: self.instances_per_card,
                 interconnect,
+                pp: self.parallel.pp,
+                ep: self.parallel.ep,
+                attention_dp: self.parallel.attention_dp,
+                pd: self.deployment.pd,
+                speculation: self.deployment.speculation(model, catalog)?,
             },
             slo: Slo {
                 ttft_s: self.ttft.unwrap_or(f64::INFINITY),
@@ -1056,16 +1179,30 @@ impl SolveArgs {
         let (input, output) = self
             .workload
             .lengths_or(from.input_tokens, from.output_tokens)?;
+        let models = pick(&self.model, &from.models);
+        let speculation = {
+            let named = models
+                .iter()
+                .map(|name| catalog.model(name))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.workload
+                .speculative
+                .resolve(from.speculation.as_ref(), &named, catalog)?
+        };
+        let mut memory = self.memory.options_for(&engine);
+        if let Some(speculation) = &speculation {
+            memory.drafter = speculation.draft_weights();
+        }
         Ok(ResolvedSolve {
             request: SolveRequest {
                 demand,
                 slo,
                 think_time,
-                models: pick(&self.model, &from.models),
+                models,
                 cards: pick(&self.cards, &from.cards),
                 headroom: self.headroom.or(from.headroom).unwrap_or(0.0),
                 spares: self.spares.or(from.spares).unwrap_or(0),
-                memory: self.memory.options_for(&engine),
+                memory,
             },
             predict: !self.no_predict && from.predict.unwrap_or(true),
             workload: Workload {
@@ -1077,6 +1214,7 @@ impl SolveArgs {
                     .prefix_share
                     .or(from.prefix_share)
                     .unwrap_or_default(),
+                speculation,
             },
             engine,
             scenario,

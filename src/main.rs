@@ -265,25 +265,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Import(args) => {
-            let model = catalog.model(&args.model)?;
-            let card = catalog.card(&args.card)?;
-            let interconnect = match &args.node {
-                Some(name) => catalog.node(name)?.interconnect.clone(),
-                None => card.interconnect.clone(),
-            };
+            let context = args.context(&catalog)?;
             let imported = capplan::store::import::read(args.from, &args.paths)?;
-            let context = capplan::store::import::run::ImportContext {
-                model: model.name.clone(),
-                card: card.name.clone(),
-                tp: args.tp,
-                interconnect,
-                instances_per_node: args.instances_per_node,
-                cards_per_node: args.cards_per_node,
-                input_tokens: args.input_tokens.clone(),
-                output_tokens: args.output_tokens.clone(),
-                think_time: args.think_time,
-                command: capplan::probe::redact::redact_command(std::env::args()),
-            };
             let out = cli::runs_folder(&args.out, &cli.measurements);
             let run_dir = capplan::store::import::run::write_import(&out, &imported, &context)
                 .with_context(|| format!("writing a run folder under {}", out.display()))?;

@@ -36,6 +36,7 @@ fn measured_levels(truth: Efficiency) -> Vec<Level> {
             output_tokens: TokenLengths::Fixed { tokens: 128 },
             think_time: ThinkTime::NONE,
             prefix_share: PrefixShare::NONE,
+            speculation: None,
         },
         Slo {
             ttft_s: f64::INFINITY,

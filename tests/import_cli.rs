@@ -32,6 +32,52 @@ fn import(out: &Path, tool: &str, path: &Path) -> serde_json::Value {
     json(&run)
 }
 
+/// `import` of the EvalScope closed-loop fixture (llama-3.1-8b on H100-SXM) into `out`'s
+/// run folders, then `extra`.
+fn import_evalscope(out: &Path, extra: &[&str]) -> common::Run {
+    let fixture = fixture("evalscope/v1.14.1-closed-loop");
+    let mut args = vec![
+        "--measurements",
+        out.to_str().unwrap(),
+        "import",
+        "--from",
+        "evalscope",
+        fixture.to_str().unwrap(),
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--format",
+        "json",
+    ];
+    args.extend(extra);
+    capplan(&args)
+}
+
+/// `solve` for 100 llama-3.1-8b users on 8xH100-SXM nodes from what `out` holds alone.
+fn solve_measured_only(out: &Path) -> serde_json::Value {
+    let run = capplan(&[
+        "--measurements",
+        out.to_str().unwrap(),
+        "solve",
+        "--users",
+        "100",
+        "--ttft",
+        "50ms",
+        "--tpot",
+        "20ms",
+        "--model",
+        "llama-3.1-8b",
+        "--cards",
+        "8xH100-SXM",
+        "--no-predict",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    json(&run)
+}
+
 #[test]
 fn every_tool_becomes_a_run_folder_with_its_levels() {
     let out = scratch("import-all");
@@ -91,47 +137,46 @@ fn every_tool_becomes_a_run_folder_with_its_levels() {
 fn solve_and_fit_use_an_import_as_imported_capacity() {
     let out = scratch("import-solve");
     // No --out: the global --measurements folder is where the run goes (and where solve reads).
-    let imported = capplan(&[
-        "--measurements",
-        out.to_str().unwrap(),
-        "import",
-        "--from",
-        "evalscope",
-        fixture("evalscope/v1.14.1-closed-loop").to_str().unwrap(),
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "H100-SXM",
-        "--format",
-        "json",
-    ]);
+    let imported = import_evalscope(&out, &[]);
     assert_eq!(imported.code, 0, "{}", imported.stderr);
     let run_dir = json(&imported)["run_dir"].as_str().unwrap().to_string();
     assert!(Path::new(&run_dir).starts_with(&out), "{run_dir}");
-    let run = capplan(&[
-        "--measurements",
-        out.to_str().unwrap(),
-        "solve",
-        "--users",
-        "100",
-        "--ttft",
-        "50ms",
-        "--tpot",
-        "20ms",
-        "--model",
-        "llama-3.1-8b",
-        "--cards",
-        "8xH100-SXM",
-        "--no-predict",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let row = &json(&run)["plans"][0];
+    let plans = solve_measured_only(&out);
+    let row = &plans["plans"][0];
     assert_eq!(row["source"], "imported");
     // Every level passed (8 users at ~23 ms p90 TTFT): at least 8 users per instance.
     assert_eq!(row["evidence_c_star"], 8.0);
     assert!(row["evidence_note"].as_str().unwrap().contains("≥"));
+}
+
+#[test]
+fn an_import_records_the_deployment_and_plans_it_per_worker() {
+    let out = scratch("import-pd");
+    let imported = import_evalscope(&out, &["--pd", "1:1", "--speculative", "eagle:2@0.6"]);
+    assert_eq!(imported.code, 0, "{}", imported.stderr);
+    let run_dir = json(&imported)["run_dir"].as_str().unwrap().to_string();
+    let run: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&run_dir).join("run.json")).unwrap(),
+    )
+    .unwrap();
+    let layout = &run["config"]["layout"];
+    assert_eq!(layout["pd"]["prefill"], 1);
+    assert_eq!(layout["pd"]["decode"], 1);
+    assert_eq!(layout["speculation"]["draft_tokens"], 2);
+    // The deployment held 8 users over its two workers: 4 a worker.
+    assert_eq!(
+        solve_measured_only(&out)["plans"][0]["evidence_c_star"],
+        4.0
+    );
+
+    // A layout the model cannot take, or a split without workers: exit 2, nothing written.
+    for (extra, says) in [(&["--ep", "2"][..], "dense"), (&["--pd", "0:2"][..], "0:2")] {
+        let before = std::fs::read_dir(&out).unwrap().count();
+        let run = import_evalscope(&out, extra);
+        assert_eq!(run.code, 2, "{extra:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{extra:?}: {}", run.stderr);
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), before);
+    }
 }
 
 #[test]

@@ -45,6 +45,7 @@ fn workload() -> Workload {
             max_s: 3.0,
         },
         prefix_share: PrefixShare::NONE,
+        speculation: None,
     }
 }
 

@@ -39,6 +39,7 @@ fn predicted_c_star(model: &str, card: &str, tp: u32) -> u32 {
             },
             think_time: ThinkTime::NONE,
             prefix_share: PrefixShare::NONE,
+            speculation: None,
         },
         Slo {
             ttft_s: TTFT_LIMIT,

@@ -67,6 +67,7 @@ fn predictor(catalog: &Catalog, slo: Slo) -> SimPredictor {
         output_tokens: TokenLengths::Fixed { tokens: 256 },
         think_time: ThinkTime::NONE,
         prefix_share: PrefixShare::NONE,
+        speculation: None,
     };
     let engine = catalog.engine("vllm").expect("vLLM profile").clone();
     SimPredictor::new(

@@ -113,6 +113,60 @@ fn static_batches_hold_each_gpu_out_in_turn() {
 }
 
 #[test]
+fn a_speculative_what_if_changes_only_the_models_that_can_run_it() {
+    let rows = |extra: &[&str]| {
+        let mut args = vec![
+            "validate",
+            "--source",
+            "silicon-disagg",
+            "--engine",
+            "trtllm",
+            "--details",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        let run = capplan(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let report = json(&run);
+        let source = report["sources"][0].clone();
+        (
+            source["source"].as_str().unwrap_or_default().to_string(),
+            source["rows"].as_array().expect("rows").clone(),
+        )
+    };
+    let (plain_name, plain) = rows(&[]);
+    let (mtp_name, mtp) = rows(&["--speculative", "mtp"]);
+    assert!(!plain_name.contains("what if"), "{plain_name}");
+    assert!(
+        mtp_name.contains("what if") && mtp_name.contains("MTP"),
+        "{mtp_name}"
+    );
+    let tpot = |row: &serde_json::Value| row["predicted"]["tpot_s"].as_f64();
+    let (mut faster, mut deepseek) = (0, 0);
+    for (before, after) in plain.iter().zip(&mtp) {
+        assert_eq!(before["id"], after["id"]);
+        if before["model"] == "deepseek-v3" {
+            deepseek += 1;
+            faster += usize::from(tpot(after) < tpot(before));
+        } else {
+            // Kimi-K2.5 ships no MTP module, Qwen3 none either: simulated as before.
+            assert_eq!(tpot(after), tpot(before), "{}", before["id"]);
+        }
+    }
+    // DeepSeek decode pools hold few sequences per card: a verify of two tokens costs little
+    // more than one, so most of them decode faster.
+    assert!(
+        deepseek > 50 && 2 * faster > deepseek,
+        "{faster} of {deepseek}"
+    );
+    // A what-if no row can take is refused.
+    let run = capplan(&["validate", "--source", "blis", "--speculative", "mtp"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("no row"), "{}", run.stderr);
+}
+
+#[test]
 fn an_unknown_source_or_engine_is_refused() {
     let run = capplan(&["validate", "--source", "mlperf"]);
     assert_eq!(run.code, 2, "{}", run.stderr);

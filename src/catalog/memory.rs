@@ -28,6 +28,34 @@ pub struct MemoryOptions {
     /// The instance must hold at least one sequence this long; `None` is the model's context
     /// capped at 4096 tokens (what chat serving is usually configured with).
     pub context_tokens: Option<u32>,
+    /// A speculative drafter's weights, held beside the model's at its dtype and split over
+    /// the TP group.
+    pub drafter: DraftWeights,
+}
+
+/// What a speculative drafter adds to the weights in memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub enum DraftWeights {
+    #[default]
+    None,
+    /// The model's own MTP modules ([`Model::mtp_params_b`]).
+    Mtp,
+    /// A draft head of about one of the model's layers.
+    Head,
+    /// A draft model of this many billion parameters.
+    Model(f64),
+}
+
+impl DraftWeights {
+    /// The drafter's parameters beside `model`.
+    pub fn params(&self, model: &Model) -> f64 {
+        match self {
+            DraftWeights::None => 0.0,
+            DraftWeights::Mtp => model.mtp_params_b() * 1e9,
+            DraftWeights::Head => model.active_layer_params(),
+            DraftWeights::Model(billions) => billions * 1e9,
+        }
+    }
 }
 
 impl Default for MemoryOptions {
@@ -38,6 +66,7 @@ impl Default for MemoryOptions {
             memory_utilization: 0.9,
             reserve_gib: 1.0,
             context_tokens: None,
+            drafter: DraftWeights::None,
         }
     }
 }
@@ -147,7 +176,7 @@ pub fn memory_fit_layout(
         _ => dtype,
     };
     let experts = model.routed_expert_params().min(model.params());
-    let shared_bytes = (model.params() - experts) * dtype.bytes();
+    let shared_bytes = (model.params() - experts + options.drafter.params(model)) * dtype.bytes();
     let expert_bytes = experts * expert_dtype.bytes();
     let weights = shared_bytes + expert_bytes;
     let format = if expert_dtype == dtype || experts == 0.0 {
@@ -298,6 +327,8 @@ mod tests {
             v_head_dim: None,
             sliding_window: None,
             sliding_layers: None,
+            mtp_modules: None,
+            mtp_params_b: None,
             expert_dtype: None,
             dtype: "fp16".into(),
             source: "test".into(),

@@ -81,6 +81,15 @@ pub struct Model {
     /// experts, BF16 attention and embeddings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert_dtype: Option<String>,
+    /// Multi-token-prediction modules the checkpoint ships (DeepSeek-V3's
+    /// `num_nextn_predict_layers`, MiniMax-M2.5's `num_mtp_modules`): what `--speculative mtp`
+    /// drafts with. They are not loaded without speculation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp_modules: Option<u32>,
+    /// Their parameters, billions, where the publisher states them (DeepSeek-V3: 14 B); else
+    /// one decoder layer's per module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp_params_b: Option<f64>,
     pub dtype: String,
     pub source: String,
 }
@@ -132,6 +141,31 @@ impl Model {
 
     pub fn params(&self) -> f64 {
         self.params_b * 1e9
+    }
+
+    /// Parameters each token goes through (all of a dense model's).
+    pub fn active_params(&self) -> f64 {
+        self.active_params_b.map_or(self.params(), |b| b * 1e9)
+    }
+
+    /// The input embedding and the LM head, untied.
+    fn embedding_params(&self) -> f64 {
+        2.0 * f64::from(self.vocab_size) * f64::from(self.hidden_size)
+    }
+
+    /// One decoder layer's parameters a token goes through (the embedding and LM head left
+    /// out): what one draft head's or one MTP pass's work is counted in.
+    pub fn active_layer_params(&self) -> f64 {
+        ((self.active_params() - self.embedding_params()) / f64::from(self.layers.max(1))).max(0.0)
+    }
+
+    /// The MTP modules' parameters, billions: as published, else one whole decoder layer (all
+    /// its experts) per module.
+    pub fn mtp_params_b(&self) -> f64 {
+        self.mtp_params_b.unwrap_or_else(|| {
+            let layer = (self.params() - self.embedding_params()) / f64::from(self.layers.max(1));
+            f64::from(self.mtp_modules.unwrap_or(0)) * layer / 1e9
+        })
     }
 
     /// Whether the MLP has a gate projection beside its up projection (SwiGLU).

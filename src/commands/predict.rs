@@ -15,7 +15,17 @@ pub fn run(
     calibration: &Calibration,
 ) -> anyhow::Result<Prediction> {
     let engine = args.engine.profile(catalog)?;
-    let request = args.request(engine, layout.card)?;
+    let mut request = args.request(engine, layout.card)?;
+    let speculation = args
+        .workload
+        .speculative
+        .resolve(None, &[layout.model], catalog)?;
+    let mut layout = layout.clone();
+    if let Some(speculation) = &speculation {
+        layout.memory.drafter = speculation.draft_weights();
+    }
+    request.workload.speculation = speculation;
+    let layout = &layout;
     let predicted = match &args.rate {
         Some(rates) => predict_rate(layout, calibration, &request, rates),
         None => predict(layout, calibration, &request),

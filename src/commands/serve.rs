@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use capplan::catalog::{memory_fit_layout, Catalog};
 use capplan::sim::disagg::kv_transfer_s;
-use capplan::sim::engine::Engine;
+use capplan::sim::engine::{Engine, SpeculativeStep};
 use capplan::sim::predict::{engine_for, Calibration, Layout};
 use capplan::sim::serve::backend::KvTransfer;
 use capplan::sim::serve::fault::FaultPlan;
@@ -31,9 +31,18 @@ pub fn run(
         .into());
     }
     let options = args.engine.options(profile, layout.card);
+    let speculation = args.speculative.resolve(None, &[layout.model], catalog)?;
+    let mut layout = layout.clone();
+    if let Some(speculation) = &speculation {
+        layout.memory.drafter = speculation.draft_weights();
+    }
+    let layout = &layout;
     let engine = || -> anyhow::Result<Engine> {
-        let (engine, _) = engine_for(layout, calibration, &options, true)
+        let (mut engine, _) = engine_for(layout, calibration, &options, true)
             .map_err(|rejected| capplan::InputError::value(format!("cannot serve: {rejected}")))?;
+        let speculative = (speculation.as_ref())
+            .map(|speculation| SpeculativeStep::new(speculation, engine.perf()));
+        engine.set_speculation(speculative);
         Ok(engine)
     };
     let engines = match args.pd {

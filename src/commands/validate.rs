@@ -85,6 +85,34 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
             }
         }
     }
+    if let Some(speculation) = &args.speculative {
+        let mut applied = 0usize;
+        for source in &mut sources {
+            let mut here = 0usize;
+            for comparison in &mut source.comparisons {
+                let Ok(model) = catalog.model(&comparison.deployment.model) else {
+                    continue;
+                };
+                if let Ok(resolved) = speculation.clone().resolve(model, catalog) {
+                    comparison.deployment.speculation = Some(resolved);
+                    here += 1;
+                }
+            }
+            if here > 0 {
+                source.name = format!(
+                    "{} (what if: {here} rows with --speculative, {})",
+                    source.name, speculation
+                );
+            }
+            applied += here;
+        }
+        if applied == 0 {
+            return Err(capplan::InputError::value(format!(
+                "--speculative: no row of the sources chosen is of a model that can run {speculation}"
+            ))
+            .into());
+        }
+    }
     if args.roofline {
         for source in &mut sources {
             for comparison in &mut source.comparisons {

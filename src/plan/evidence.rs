@@ -121,6 +121,8 @@ mod tests {
 
     fn point(think: f64, e2e: Option<f64>) -> CapacityPoint {
         CapacityPoint {
+            pd: None,
+            speculation: None,
             model: "m".into(),
             card: "c".into(),
             interconnect: "nvlink".into(),

@@ -96,9 +96,14 @@ pub fn points_from_runs(
             instances_per_node: layout.instances_per_node,
             instances_per_card: layout.instances_per_card,
             tp: layout.tp,
-            parallel: crate::catalog::Parallelism::tensor(layout.tp),
-            // A run behind which K instances share one card measured all K at once.
-            users_per_instance: users / f64::from(layout.instances_per_card.max(1)),
+            parallel: layout.parallel,
+            // A run behind which K instances share one card measured all K at once; a
+            // disaggregated deployment's users are kept per worker.
+            users_per_instance: users
+                / f64::from(layout.instances_per_card.max(1))
+                / f64::from(layout.pd.map_or(1, |pd| pd.prefill + pd.decode)),
+            pd: layout.pd,
+            speculation: layout.speculation.clone(),
             slo: point_slo,
             think_time: curve.think_time,
             source: source_of(&curve),

@@ -23,6 +23,7 @@
 //! input_tokens = "512"
 //! output_tokens = "100..400"
 //! prefix_share = 0.3       # share of each prompt already in the prefix cache
+//! speculative = "mtp"      # speculative decoding and its acceptance (mtp:2@0.85,0.3, eagle:3@0.7)
 //! engine = "vllm"          # engine profile of predictions: vllm, sglang, trtllm, tgi
 //! [costs]
 //! years = 3
@@ -41,7 +42,7 @@ use serde::Deserialize;
 use super::cost::CostAssumptions;
 use crate::error::InputError;
 use crate::slo::{parse_positive_seconds, Percentile};
-use crate::workload::{PrefixShare, ThinkTime, TokenLengths};
+use crate::workload::{PrefixShare, Speculation, ThinkTime, TokenLengths};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,6 +96,7 @@ struct WorkloadSection {
     input_tokens: Option<String>,
     output_tokens: Option<String>,
     prefix_share: Option<f64>,
+    speculative: Option<String>,
     engine: Option<String>,
 }
 
@@ -131,6 +133,8 @@ pub struct Scenario {
     pub input_tokens: Option<TokenLengths>,
     pub output_tokens: Option<TokenLengths>,
     pub prefix_share: Option<PrefixShare>,
+    /// Speculative decoding and its acceptance (`mtp`, `eagle:3@0.7`).
+    pub speculation: Option<Speculation>,
     /// Engine profile for predicted rows (checked against the catalog when used).
     pub engine: Option<String>,
     pub costs: CostAssumptions,
@@ -231,6 +235,15 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, InputError> {
                     .map_err(|e| field("workload.prefix_share", e))
             })
             .transpose()?,
+        speculation: file
+            .workload
+            .speculative
+            .as_deref()
+            .map(|t| {
+                t.parse::<Speculation>()
+                    .map_err(|e| field("workload.speculative", e))
+            })
+            .transpose()?,
         engine: file.workload.engine,
         costs,
         mix: file.costs.mix.unwrap_or(false),
@@ -266,6 +279,7 @@ headroom = 0.2
 predict = false
 [workload]
 output_tokens = "100..400"
+speculative = "eagle:3@0.7"
 [costs]
 years = 5
 cloud = true
@@ -289,6 +303,7 @@ inventory = ["8xA30-PCIe:3"]
             s.output_tokens,
             Some(TokenLengths::Uniform { min: 100, max: 400 })
         );
+        assert_eq!(s.speculation.unwrap().draft_tokens, 3);
     }
 
     #[test]
@@ -307,6 +322,12 @@ inventory = ["8xA30-PCIe:3"]
             .unwrap_err()
             .to_string()
             .contains("one"));
+        let path = write("spec.toml", "[workload]\nspeculative = \"eagle:3\"\n");
+        let err = read_scenario(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("spec.toml") && err.contains("workload.speculative"),
+            "{err}"
+        );
         let path = write("pue.toml", "[costs]\npue = 0.5\n");
         assert!(read_scenario(&path)
             .unwrap_err()

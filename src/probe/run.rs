@@ -130,6 +130,19 @@ pub struct LayoutInfo {
     #[serde(default = "one_instance", skip_serializing_if = "is_one_instance")]
     pub instances_per_card: u32,
     pub interconnect: String,
+    /// The layout beyond `tp` and the deployment behind the URL, recorded for the capacity
+    /// point: pipeline stages, expert ranks, attention replicas; prefill and decode workers;
+    /// speculative decoding.
+    #[serde(default = "one_instance", skip_serializing_if = "is_one_instance")]
+    pub pp: u32,
+    #[serde(default = "one_instance", skip_serializing_if = "is_one_instance")]
+    pub ep: u32,
+    #[serde(default = "one_instance", skip_serializing_if = "is_one_instance")]
+    pub attention_dp: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pd: Option<crate::catalog::PdSplit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<crate::workload::Speculation>,
 }
 
 fn one_instance() -> u32 {

@@ -492,6 +492,8 @@ impl SimPredictor {
         };
         let per_worker = pd.users_per_worker();
         let point = CapacityPoint {
+            pd: Some(pd.split),
+            speculation: request.workload.speculation.clone(),
             band: c_star_range(
                 &self.bands,
                 crate::catalog::band::model_class(job.model),
@@ -569,6 +571,8 @@ impl SimPredictor {
         }
         let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
         Ok(CapacityPoint {
+            pd: None,
+            speculation: request.workload.speculation.clone(),
             band: c_star_range(
                 &self.bands,
                 crate::catalog::band::model_class(job.model),
@@ -628,6 +632,8 @@ impl SimPredictor {
             .find(|level| level.offered_rate == Some(rate.rate))
             .map(|level| level.e2e.mean);
         Ok(CapacityPoint {
+            pd: None,
+            speculation: request.workload.speculation.clone(),
             model: job.model.name.clone(),
             card: job.card.name.clone(),
             interconnect: job.interconnect.clone(),

@@ -249,6 +249,7 @@ mod tests {
                 output_tokens: TokenLengths::Fixed { tokens: output },
                 think_time: ThinkTime::NONE,
                 prefix_share: PrefixShare::NONE,
+                speculation: None,
             },
             Slo {
                 ttft_s: 1.0,

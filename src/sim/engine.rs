@@ -129,6 +129,35 @@ impl EngineConfig {
     }
 }
 
+/// Speculative decoding as the engine runs it. Every decoding sequence advances by the same
+/// whole number of tokens in a decode step, on one schedule for all: step `d` of the decode
+/// clock has yielded ⌊d × tokens per step⌋ tokens since the clock began, so the steps alternate
+/// between ⌊t⌋ and ⌈t⌉ tokens and average `t` (the workload's mean accepted length). Drawing
+/// each sequence's acceptance at random would cost the engine its O(1) decode bookkeeping; the
+/// mean is what TPOT and throughput rest on, and the spread between a step's ⌊t⌋ and ⌈t⌉
+/// stands in for the burstiness of accepted runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpeculativeStep {
+    /// Tokens a decode step yields per sequence, in thousandths (1 000 = no speculation).
+    pub milli_tokens: u64,
+    /// Draft tokens proposed and verified per sequence and step.
+    pub draft_tokens: u32,
+    /// One draft pass's cost in layers of the model: 1 for an MTP module or an EAGLE head,
+    /// the draft model's weights over one layer's for a draft model.
+    pub draft_layers: f64,
+}
+
+impl SpeculativeStep {
+    /// `speculation` on the model `perf` times.
+    pub fn new(speculation: &crate::workload::Speculation, perf: &PerfModel) -> SpeculativeStep {
+        SpeculativeStep {
+            milli_tokens: ((speculation.tokens_per_step() * 1000.0).round() as u64).max(1000),
+            draft_tokens: speculation.draft_tokens,
+            draft_layers: speculation.draft_layers(perf.active_params, perf.layers),
+        }
+    }
+}
+
 /// A request as the engine sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineRequest {
@@ -190,8 +219,9 @@ pub struct StepOutcome {
     pub first_tokens: Vec<u64>,
     /// Requests that finished with this iteration (their last token came out of it).
     pub finished: Vec<u64>,
-    /// Requests that got a token from decoding (only with `track_tokens`).
-    pub decoded: Vec<u64>,
+    /// Requests that got tokens from decoding, and how many (only with `track_tokens`; more
+    /// than one a step under speculative decoding).
+    pub decoded: Vec<(u64, u32)>,
     /// Requests that got a token at the end of a recomputation after preemption.
     pub resumed: Vec<u64>,
     /// Requests preempted in this iteration.
@@ -282,6 +312,8 @@ pub struct Engine {
     /// prefills (`StepMix::PrefillFirst`) leaves them where they were.
     decode_clock: u64,
     admissions: u64,
+    /// Speculative decoding, when the engine runs it.
+    speculative: Option<SpeculativeStep>,
     /// Iterations since waiting requests were last admitted (for delayed admission).
     steps_since_admission: u64,
     counters: EngineCounters,
@@ -308,6 +340,7 @@ impl Engine {
             step: 0,
             decode_clock: 0,
             admissions: 0,
+            speculative: None,
             steps_since_admission: 0,
             counters: EngineCounters::default(),
         }
@@ -328,6 +361,37 @@ impl Engine {
 
     pub fn counters(&self) -> EngineCounters {
         self.counters
+    }
+
+    /// Runs speculative decoding from now on (`None`: one token per decode step). Set it on
+    /// an idle engine: sequences already decoding keep the finishing step they were given.
+    pub fn set_speculation(&mut self, speculative: Option<SpeculativeStep>) {
+        self.speculative = speculative.filter(|s| s.milli_tokens > 1000 || s.draft_tokens > 0);
+    }
+
+    /// Tokens each decoding sequence has gained from the decode clock's start to step `clock`.
+    fn tokens_at(&self, clock: u64) -> u64 {
+        match self.speculative {
+            Some(spec) => clock * spec.milli_tokens / 1000,
+            None => clock,
+        }
+    }
+
+    /// Tokens a sequence that entered decoding at clock `start` has gained since.
+    fn advanced(&self, start: u64) -> u64 {
+        self.tokens_at(self.decode_clock) - self.tokens_at(start)
+    }
+
+    /// The first decode step at which a sequence entering at clock `start` with `remaining`
+    /// tokens to go has them all.
+    fn finish_step(&self, start: u64, remaining: u64) -> u64 {
+        match self.speculative {
+            Some(spec) => {
+                let target = self.tokens_at(start) + remaining;
+                (target * 1000).div_ceil(spec.milli_tokens)
+            }
+            None => start + remaining,
+        }
     }
 
     /// Queues a request; refuses one that could never fit.
@@ -394,7 +458,7 @@ impl Engine {
             self.reserved -= removed.pending.final_size();
         }
         if let Some(seq) = self.decoding.remove(&id) {
-            self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
+            self.context_sum -= seq.context0 + self.advanced(seq.start_step);
             self.reserved -= seq.reserved;
         }
     }
@@ -447,11 +511,13 @@ impl Engine {
         let prefill_only = self.config.step_mix == StepMix::PrefillFirst
             && (!self.prefilling.is_empty() || (may_admit && self.front_fits()));
 
-        // 1. Every decoding sequence gets a token, if KV space allows; otherwise preempt the
-        //    youngest until it does.
+        // 1. Every decoding sequence gets a token (its accepted run, speculating), if KV
+        //    space allows; otherwise preempt the youngest until it does.
+        let step_tokens = self.tokens_at(self.decode_clock + 1) - self.tokens_at(self.decode_clock);
         if !prefill_only {
             while !self.decoding.is_empty()
-                && self.kv_used() + self.decoding.len() as u64 > self.config.kv_capacity
+                && self.kv_used() + self.decoding.len() as u64 * step_tokens
+                    > self.config.kv_capacity
             {
                 self.preempt_youngest(outcome);
             }
@@ -462,10 +528,12 @@ impl Engine {
             self.decoding.len() as u64
         };
         let mut work = StepWork::default();
+        let verified = 1 + self.speculative.map_or(0, |s| u64::from(s.draft_tokens));
+        let decode_context = self.context_sum;
         if decoding > 0 {
-            work.add_decode(decoding as f64, self.context_sum as f64);
+            work.add_verify(decoding as f64, decode_context as f64, verified as f64);
         }
-        let mut budget = self.config.token_budget.saturating_sub(decoding);
+        let mut budget = self.config.token_budget.saturating_sub(decoding * verified);
 
         // 2. Continue prompts part-way through prefill.
         let mut chunks = std::mem::take(&mut self.chunks);
@@ -543,21 +611,38 @@ impl Engine {
             return false;
         }
         outcome.time = self.perf.step_time(&work);
+        if let (Some(spec), true) = (self.speculative, decoding > 0) {
+            // The drafter's passes run before the verifying forward pass, one after another.
+            let draft = self.perf.draft_time(
+                decoding as f64,
+                decode_context as f64,
+                spec.draft_tokens,
+                spec.draft_layers,
+            );
+            outcome.time.compute += draft;
+            outcome.time.total += draft;
+        }
         outcome.duration = outcome.time.total;
         outcome.batch = work.sequences as usize;
         self.step += 1;
         self.counters.steps += 1;
         self.counters.busy_seconds += outcome.duration;
 
-        // Decoding sequences each wrote one KV position and produced a token.
+        // Decoding sequences each wrote the KV of the tokens they kept and produced them.
+        if self.track_tokens && decoding > 0 {
+            let gained_before = |seq: &Decoding| seq.generated0 + self.advanced(seq.start_step);
+            outcome
+                .decoded
+                .extend(self.decoding.iter().map(|(&id, seq)| {
+                    let left = seq.output.saturating_sub(gained_before(seq));
+                    (id, step_tokens.min(left) as u32)
+                }));
+        }
         if decoding > 0 {
             self.decode_clock += 1;
         }
-        self.context_sum += decoding;
-        outcome.tokens_out += decoding;
-        if self.track_tokens && decoding > 0 {
-            outcome.decoded.extend(self.decoding.keys().copied());
-        }
+        self.context_sum += decoding * step_tokens;
+        outcome.tokens_out += decoding * step_tokens;
         if decoding > 0 {
             let mut due = std::mem::take(&mut self.due);
             self.finishing.take_due(self.decode_clock, &mut due);
@@ -566,7 +651,11 @@ impl Engine {
                     continue; // preempted (and perhaps re-admitted) since: a stale entry
                 }
                 if let Some(seq) = self.decoding.remove(&id) {
-                    self.context_sum -= seq.context0 + (self.decode_clock - seq.start_step);
+                    let advanced = self.advanced(seq.start_step);
+                    self.context_sum -= seq.context0 + advanced;
+                    // The last step's accepted run may run past the reply's end.
+                    let overshoot = (seq.generated0 + advanced).saturating_sub(seq.output);
+                    outcome.tokens_out -= overshoot.min(outcome.tokens_out);
                     self.reserved -= seq.reserved;
                     self.counters.finished += 1;
                     outcome.finished.push(id);
@@ -622,7 +711,7 @@ impl Engine {
             self.order.push(admitted, pending.id);
             self.context_sum += pending.prompt;
             self.finishing.push(
-                self.decode_clock + (pending.output - generated),
+                self.finish_step(self.decode_clock, pending.output - generated),
                 admitted,
                 pending.id,
             );
@@ -679,7 +768,7 @@ impl Engine {
             return;
         };
         if let Some(seq) = self.decoding.remove(&id) {
-            let elapsed = self.decode_clock - seq.start_step;
+            let elapsed = self.advanced(seq.start_step);
             let context = seq.context0 + elapsed;
             self.context_sum -= context;
             self.reserved -= seq.reserved;
@@ -713,6 +802,7 @@ mod tests {
             fabric: crate::sim::fabric::Fabric::single_domain(1, 1.0, 1.0),
             layers: 1.0,
             hidden: 1.0,
+            vocab: 0.0,
             attention_width: 0.0,
             shared_params: 0.0,
             expert_params: 0.0,
@@ -779,6 +869,88 @@ mod tests {
         assert_eq!(engine.kv_used(), 0, "KV freed at the end");
     }
 
+    /// 2.5 tokens a decode step: the shared schedule yields 2, 3, 2, 3, … tokens.
+    fn speculating(engine: &mut Engine) {
+        engine.set_speculation(Some(SpeculativeStep {
+            milli_tokens: 2500,
+            draft_tokens: 3,
+            draft_layers: 1.0,
+        }));
+    }
+
+    #[test]
+    fn speculative_steps_yield_the_accepted_run_and_stop_at_the_reply_end() {
+        let mut engine = Engine::new(EngineConfig::new(10_000), flat_perf(), true);
+        speculating(&mut engine);
+        engine.submit(request(1, 100, 11)).unwrap();
+        let mut streamed = Vec::new();
+        let mut steps = 0;
+        while let Some(outcome) = engine.step() {
+            steps += 1;
+            streamed.extend(outcome.decoded.iter().map(|&(_, n)| n));
+            if steps == 1 {
+                assert_eq!(outcome.first_tokens, vec![1]);
+            }
+        }
+        // Prefill samples the first token; 10 more come 2, 3, 2 and the last 3 (of which
+        // one is past the end, and not streamed): finished at step 5, not 11.
+        assert_eq!(steps, 5);
+        assert_eq!(streamed, vec![2, 3, 2, 3]);
+        assert_eq!(engine.counters().generated_tokens, 11);
+        assert_eq!(engine.kv_used(), 0, "KV freed at the end");
+    }
+
+    #[test]
+    fn speculating_sequences_of_any_start_finish_with_their_tokens_and_free_their_kv() {
+        // Requests of different lengths arriving a step apart each enter the shared schedule
+        // where it stands; every one must end with exactly its output, none early.
+        let mut engine = Engine::new(EngineConfig::new(100_000), flat_perf(), true);
+        speculating(&mut engine);
+        let outputs: Vec<u32> = (1..=40).map(|i| 1 + (i * 7) % 23).collect();
+        let mut got: HashMap<u64, u64> = HashMap::new();
+        let mut next = 0;
+        loop {
+            if next < outputs.len() {
+                engine
+                    .submit(request(next as u64, 20, outputs[next]))
+                    .unwrap();
+                next += 1;
+            }
+            let Some(outcome) = engine.step() else {
+                if next >= outputs.len() {
+                    break;
+                }
+                continue;
+            };
+            for &id in &outcome.first_tokens {
+                *got.entry(id).or_default() += 1;
+            }
+            for &(id, n) in &outcome.decoded {
+                *got.entry(id).or_default() += u64::from(n);
+            }
+            for &id in &outcome.finished {
+                assert_eq!(got[&id], u64::from(outputs[id as usize]), "request {id}");
+            }
+        }
+        assert_eq!(engine.counters().finished, outputs.len() as u64);
+        let total: u64 = outputs.iter().map(|&o| u64::from(o)).sum();
+        assert_eq!(engine.counters().generated_tokens, total);
+        assert_eq!(engine.kv_used(), 0);
+    }
+
+    #[test]
+    fn speculation_preempts_and_recomputes_like_plain_decoding() {
+        let mut engine = Engine::new(EngineConfig::new(100), flat_perf(), false);
+        speculating(&mut engine);
+        engine.submit(request(1, 40, 30)).unwrap();
+        engine.submit(request(2, 40, 30)).unwrap();
+        let seen = run(&mut engine);
+        assert!(engine.counters().preemptions > 0);
+        assert_eq!(engine.counters().finished, 2);
+        assert!(seen[&1].1 > 0 && seen[&2].1 > 0);
+        assert_eq!(engine.kv_used(), 0);
+    }
+
     #[test]
     fn chunked_prefill_splits_long_prompts_by_the_budget() {
         let mut config = EngineConfig::new(100_000);
@@ -799,7 +971,7 @@ mod tests {
         engine.submit(request(2, 10, 10)).unwrap();
         let second = engine.step().unwrap();
         // Request 1 decodes while request 2 prefills in the same iteration.
-        assert_eq!(second.decoded, vec![1]);
+        assert_eq!(second.decoded, vec![(1, 1)]);
         assert_eq!(second.first_tokens, vec![2]);
         assert_eq!(second.batch, 2);
     }
@@ -934,7 +1106,7 @@ mod tests {
         engine.submit(request(2, 10, 3)).unwrap();
         let mixed = engine.step().unwrap();
         assert_eq!(mixed.first_tokens, vec![2]);
-        assert_eq!(mixed.decoded, vec![1]);
+        assert_eq!(mixed.decoded, vec![(1, 1)]);
     }
 
     #[test]

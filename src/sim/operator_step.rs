@@ -538,7 +538,7 @@ impl OperatorStep {
     /// instance's `sequences` sampling (a whole number): keyed by the replica's share rounded,
     /// the first share met stood in for its neighbours, so a step's time depended on which
     /// steps came before it.
-    fn lm_head_us(&self, sequences: f64) -> f64 {
+    pub(crate) fn lm_head_us(&self, sequences: f64) -> f64 {
         let key = sequences.round().max(0.0) as usize;
         if let Some(known) = remembered(&self.memo.borrow().lm_head, key) {
             return known;
@@ -648,7 +648,8 @@ impl OperatorStep {
         let other_per_layer = elementwise_bytes / (0.8 * self.hbm_bytes_per_s) * 1e6;
 
         // The LM head runs over the sequences that sample a token (lm_head stays bf16).
-        let lm_head = self.lm_head_us(work.decode_sequences + work.prefill_chunks);
+        let lm_head =
+            self.lm_head_us(work.decode_sequences + work.verify_tokens + work.prefill_chunks);
         // Pipeline stages hand the step's activations on, one after the other.
         let stages = self.parallel.pp.max(1);
         let handoffs = if stages > 1 {

@@ -118,6 +118,9 @@ pub struct StepWork {
     /// Decoding sequences (one token each) and the KV positions they attend over.
     pub decode_sequences: f64,
     pub decode_positions: f64,
+    /// Draft tokens verified beside the decoding sequences' own (speculative decoding):
+    /// through every weight and sampled like them.
+    pub verify_tokens: f64,
     /// Prompt chunks, their tokens, the positions cached before them, and the query–key
     /// pairs they attend over.
     pub prefill_chunks: f64,
@@ -134,6 +137,20 @@ impl StepWork {
         self.kv_positions_read += context_sum + sequences;
         self.decode_sequences += sequences;
         self.decode_positions += context_sum + sequences;
+    }
+
+    /// Decoding sequences that each verify `tokens` positions in one pass (their own token and
+    /// `tokens − 1` drafted ones, speculating): every position goes through the weights and is
+    /// sampled; the attention still reads each sequence's KV once.
+    pub fn add_verify(&mut self, sequences: f64, context_sum: f64, tokens: f64) {
+        self.add_decode(sequences, context_sum);
+        let extra = sequences * (tokens - 1.0).max(0.0);
+        if extra > 0.0 {
+            self.tokens += extra;
+            self.verify_tokens += extra;
+            self.attention_pairs += extra * (context_sum / sequences.max(1.0) + 1.0);
+            self.kv_positions_read += extra;
+        }
     }
 
     /// `count` prompt chunks of `chunk` tokens after `cached` ones each (what calling
@@ -184,6 +201,8 @@ pub struct PerfModel {
     pub layers: f64,
     pub hidden: f64,
     pub attention_width: f64,
+    /// Vocabulary: the LM head is vocabulary × hidden.
+    pub vocab: f64,
     /// Parameters every token uses (all of a dense model; attention and shared parts of MoE).
     pub shared_params: f64,
     /// Parameters in all experts together (0 for dense models).
@@ -264,6 +283,7 @@ impl PerfModel {
             },
             layers: f64::from(model.layers),
             hidden: f64::from(model.hidden_size),
+            vocab: f64::from(model.vocab_size),
             attention_width: f64::from(model.heads * model.head_dim),
             shared_params: shared,
             expert_params: experts_total,
@@ -370,6 +390,40 @@ impl PerfModel {
         }
         memo[key] = Some(value);
         value
+    }
+
+    /// Seconds the LM head takes over `sequences` sampled tokens on each card (16-bit,
+    /// split over the TP group; from the measured GEMMs where the instance has them).
+    pub fn lm_head_s(&self, sequences: f64) -> f64 {
+        if let Some(operators) = &self.operators {
+            return operators.lm_head_us(sequences) * 1e-6 * self.efficiency.operator_scale;
+        }
+        let tp = f64::from(self.tp);
+        let bytes = self.vocab * self.hidden * 2.0 / tp;
+        let flops = 2.0 * self.vocab * self.hidden * sequences / tp;
+        (bytes / (self.hbm_bytes_per_s * self.efficiency.memory))
+            .max(flops / (self.peak_flops * self.efficiency.compute))
+    }
+
+    /// Seconds the drafter takes in a decode step of `sequences` sequences holding
+    /// `context_sum` positions: `draft_tokens` passes one after another, each through
+    /// `draft_layers` layers' worth of the model's decode work and the LM head to sample its
+    /// draft. An MTP module or an EAGLE head is one such layer (an EAGLE head beside a mixture
+    /// is dense and cheaper than a routed layer: counted as one, an upper bound); a draft model
+    /// is its weights' share of a layer's, the decode work being mostly weight reads.
+    pub fn draft_time(
+        &self,
+        sequences: f64,
+        context_sum: f64,
+        draft_tokens: u32,
+        draft_layers: f64,
+    ) -> f64 {
+        let mut work = StepWork::default();
+        work.add_decode(sequences, context_sum);
+        let step = self.step_time(&work);
+        let head = self.lm_head_s(sequences);
+        let per_layer = (step.total - step.overhead - head).max(0.0) / self.layers.max(1.0);
+        f64::from(draft_tokens) * (draft_layers * per_layer + head)
     }
 
     pub fn step_time(&self, work: &StepWork) -> StepTime {

@@ -1257,6 +1257,7 @@ mod tests {
                 output_tokens: TokenLengths::Fixed { tokens: 256 },
                 think_time: ThinkTime::NONE,
                 prefix_share: PrefixShare::NONE,
+                speculation: None,
             },
             Slo {
                 ttft_s: ttft,

@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 
-use super::engine::{Engine, EngineRequest, StepOutcome};
+use super::engine::{Engine, EngineRequest, SpeculativeStep, StepOutcome};
 use crate::slo::{format_seconds, Percentile, Slo};
 use crate::workload::Workload;
 
@@ -175,6 +175,9 @@ pub fn run_virtual(engine: &mut Engine, spec: &RunSpec) -> RunResult {
 /// [`FailureWatch`]): a search that only asks whether a level passes need not simulate the
 /// rest.
 pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>) -> RunResult {
+    let speculative = (spec.workload.speculation.as_ref())
+        .map(|speculation| SpeculativeStep::new(speculation, engine.perf()));
+    engine.set_speculation(speculative);
     let watch = slo.map(|slo| FailureWatch::new(*slo, spec.measured_requests));
     let mut steps_since_check = 0usize;
     let mut stopped = None;
@@ -500,6 +503,7 @@ mod tests {
                 output_tokens: TokenLengths::Fixed { tokens: 100 },
                 think_time: think,
                 prefix_share: PrefixShare::NONE,
+                speculation: None,
             },
             warmup_requests: 20,
             measured_requests: 200,

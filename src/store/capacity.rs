@@ -12,10 +12,10 @@ use serde::Serialize;
 
 use crate::catalog::band::CStarRange;
 use crate::catalog::names::{find, suggestion};
-use crate::catalog::{Catalog, Parallelism};
+use crate::catalog::{Catalog, Parallelism, PdSplit};
 use crate::error::InputError;
 use crate::slo::{Percentile, Slo};
-use crate::workload::ThinkTime;
+use crate::workload::{Speculation, ThinkTime};
 
 /// Where a capacity number comes from, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -79,6 +79,15 @@ pub struct CapacityPoint {
     /// held-out public measurements of this engine and card class (`capplan validate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<CStarRange>,
+    /// A disaggregated deployment (table column `pd`, `P:D`): P prefill and D decode workers,
+    /// each of `parallel`. `users_per_instance` is then per worker — the deployment's users
+    /// over its P + D workers — so that a plan prices it by the worker like any instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pd: Option<PdSplit>,
+    /// Speculative decoding the deployment ran (table column `speculative`, as
+    /// `--speculative` writes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<Speculation>,
 }
 
 fn is_one(value: &u32) -> bool {
@@ -86,8 +95,10 @@ fn is_one(value: &u32) -> bool {
 }
 
 const REQUIRED: [&str; 4] = ["model", "card", "tp", "users_per_instance"];
-const OPTIONAL: [&str; 18] = [
+const OPTIONAL: [&str; 20] = [
     "pp",
+    "pd",
+    "speculative",
     "ep",
     "attention_dp",
     "ttft_slo_s",
@@ -253,6 +264,28 @@ pub fn parse_capacity_csv(
         if let Some(problem) = parallel.problem(model) {
             return Err(bad(format!("{problem} (columns tp, pp, attention_dp, ep)")));
         }
+        let pd = match cell("pd") {
+            "" => None,
+            text => {
+                let split: PdSplit = text
+                    .parse()
+                    .map_err(|err: InputError| bad(format!("pd: {err}")))?;
+                if let Some(problem) = split.problem() {
+                    return Err(bad(format!("pd: {problem}")));
+                }
+                Some(split)
+            }
+        };
+        let speculation = match cell("speculative") {
+            "" => None,
+            text => Some(
+                text.parse::<Speculation>()
+                    .map_err(|err| bad(format!("speculative: {err}")))?,
+            ),
+        };
+        // A disaggregated row's users are the deployment's: kept per worker.
+        let workers = pd.map_or(1, |split| split.prefill + split.decode);
+        let users_per_instance = users_per_instance / f64::from(workers);
         let tpot_s = number("tpot_slo_ms")?.map(|ms| ms / 1e3);
         let e2e_mean_s = number("e2e_mean_s")?;
         let output_tokens = number("output_tokens_mean")?;
@@ -324,6 +357,8 @@ pub fn parse_capacity_csv(
                 text => Some(text.to_string()),
             },
             band: None,
+            pd,
+            speculation,
             origin: here,
         });
     }
@@ -392,6 +427,37 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("t.csv:1") && err.contains("usres"), "{err}");
+    }
+
+    #[test]
+    fn a_disaggregated_row_is_kept_per_worker_with_its_speculation() {
+        let text = "model,card,tp,ep,attention_dp,pd,speculative,users_per_instance,ttft_slo_s\n\
+                    deepseek-r1,H200,1,8,8,2:6,mtp,640,2\n";
+        let point = &parse_capacity_csv(text, "t.csv", &catalog()).unwrap()[0];
+        assert_eq!(
+            point.pd,
+            Some(PdSplit {
+                prefill: 2,
+                decode: 6
+            })
+        );
+        // 640 users over 8 workers.
+        assert_eq!(point.users_per_instance, 80.0);
+        assert_eq!(point.parallel.cards(), 8);
+        let speculation = point.speculation.as_ref().unwrap();
+        assert!((speculation.tokens_per_step() - 1.85).abs() < 1e-9);
+        for (row, says) in [
+            ("deepseek-r1,H200,1,8,8,2:0,,640,2", "pd"),
+            ("deepseek-r1,H200,1,8,8,,eagle:3,640,2", "speculative"),
+        ] {
+            let text = format!(
+                "model,card,tp,ep,attention_dp,pd,speculative,users_per_instance,ttft_slo_s\n{row}\n"
+            );
+            let err = parse_capacity_csv(&text, "t.csv", &catalog())
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("t.csv:2") && err.contains(says), "{err}");
+        }
     }
 
     impl CapacityPoint {

@@ -8,9 +8,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::steps::{read_steps_csv, Level};
+use crate::catalog::{Parallelism, PdSplit};
 use crate::error::InputError;
 use crate::slo::Slo;
-use crate::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
+use crate::workload::{PrefixShare, Speculation, ThinkTime, TokenLengths, Workload};
 
 pub const STEPS_FILE: &str = "steps.csv";
 pub const RUN_FILE: &str = "run.json";
@@ -26,6 +27,12 @@ pub struct CurveLayout {
     pub cards_per_node: Option<u32>,
     /// Instances sharing one card behind the run's URL (1 normally).
     pub instances_per_card: u32,
+    /// Each instance's (each worker's) layout; `tp` is its width.
+    pub parallel: Parallelism,
+    /// A disaggregated deployment behind the URL: P prefill and D decode workers.
+    pub pd: Option<PdSplit>,
+    /// Speculative decoding the server ran, as the user said.
+    pub speculation: Option<Speculation>,
 }
 
 /// One measured curve and its context.
@@ -95,6 +102,7 @@ impl MeasuredCurve {
             output_tokens,
             think_time: self.think_time,
             prefix_share: self.prefix_share,
+            speculation: self.layout.as_ref().and_then(|l| l.speculation.clone()),
         })
     }
 
@@ -153,6 +161,17 @@ pub fn read_run(dir: &Path) -> Result<MeasuredCurve, InputError> {
             instances_per_card: layout["instances_per_card"]
                 .as_u64()
                 .map_or(1, |v| v.max(1) as u32),
+            parallel: {
+                let axis = |name: &str| layout[name].as_u64().map_or(1, |v| v.max(1) as u32);
+                Parallelism {
+                    tp: layout["tp"].as_u64().unwrap_or(1) as u32,
+                    pp: axis("pp"),
+                    dp: axis("attention_dp"),
+                    ep: axis("ep"),
+                }
+            },
+            pd: serde_json::from_value(layout["pd"].clone()).ok(),
+            speculation: serde_json::from_value(layout["speculation"].clone()).ok(),
         }),
         _ => None,
     };

@@ -133,6 +133,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
                 prefix_share,
                 roofline: false,
                 pools: None,
+                speculation: None,
             },
             arrivals,
             sample: Sample {

@@ -1,6 +1,7 @@
 //! A measured deployment as capplan predicts it: the layout, the engine profile, the workload
 //! and the load, simulated exactly as `predict` would.
 
+use crate::catalog::memory::DraftWeights;
 use crate::catalog::{
     memory_fit_layout, Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism,
 };
@@ -12,7 +13,7 @@ use crate::sim::predict::{
 use crate::sim::virtual_run::Arrivals;
 use crate::slo::{Percentile, Slo};
 use crate::stats::Summary;
-use crate::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
+use crate::workload::{PrefixShare, Speculation, ThinkTime, TokenLengths, Workload};
 
 /// One deployment a public table measured.
 #[derive(Debug, Clone)]
@@ -40,6 +41,9 @@ pub struct Deployment {
     /// A disaggregated deployment's pools (`parallel` is then a decode worker's layout);
     /// `None` for aggregated serving.
     pub pools: Option<Pools>,
+    /// Speculative decoding the deployment is simulated with (`validate --speculative`: the
+    /// public tables do not record it).
+    pub speculation: Option<Speculation>,
 }
 
 /// The two pools of a disaggregated deployment: prefill workers compute prompts and hand
@@ -231,6 +235,10 @@ impl Deployment {
                 kv_dtype: self.kv_dtype,
                 memory_utilization,
                 context_tokens: Some(longest.min(u64::from(u32::MAX)) as u32),
+                drafter: self
+                    .speculation
+                    .as_ref()
+                    .map_or(DraftWeights::None, Speculation::draft_weights),
                 ..MemoryOptions::default()
             },
             ..Layout::on_card(model, card, parallel.tp)
@@ -350,6 +358,7 @@ impl Deployment {
             output_tokens: self.output_tokens.clone(),
             think_time: ThinkTime::NONE,
             prefix_share: self.prefix_share,
+            speculation: self.speculation.clone(),
         }
     }
 }
@@ -379,6 +388,7 @@ mod tests {
                 prefill_workers,
                 decode_workers,
             }),
+            speculation: None,
         }
     }
 

@@ -335,6 +335,7 @@ pub fn comparisons(
                 prefix_share: PrefixShare::NONE,
                 roofline: false,
                 pools,
+                speculation: None,
             },
             arrivals: Arrivals::Closed { users: concurrency },
             // AIConfigurator's benchmark recipe (`bench_run.sh`): AIPerf at this concurrency,

@@ -177,6 +177,7 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 prefix_share: PrefixShare::NONE,
                 roofline: false,
                 pools: None,
+                speculation: None,
             },
             arrivals: Arrivals::Closed {
                 users: row.concurrency,

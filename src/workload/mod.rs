@@ -3,6 +3,7 @@
 pub mod dataset;
 pub mod lengths;
 pub mod prefix;
+pub mod speculation;
 pub mod think;
 pub mod tokens;
 
@@ -12,6 +13,7 @@ use serde::Serialize;
 
 pub use lengths::TokenLengths;
 pub use prefix::PrefixShare;
+pub use speculation::Speculation;
 pub use think::ThinkTime;
 
 /// What users send: prompt and output lengths, and how long they pause between requests.
@@ -23,6 +25,9 @@ pub struct Workload {
     /// Share of each prompt the engine's prefix cache already holds.
     #[serde(skip_serializing_if = "PrefixShare::is_none")]
     pub prefix_share: PrefixShare,
+    /// Speculative decoding and how often the workload accepts its drafts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<Speculation>,
 }
 
 impl Workload {
@@ -34,6 +39,7 @@ impl Workload {
             output_tokens: TokenLengths::Fixed { tokens: 256 },
             think_time: ThinkTime::NONE,
             prefix_share: PrefixShare::NONE,
+            speculation: None,
         }
     }
 }
@@ -47,6 +53,9 @@ impl fmt::Display for Workload {
         )?;
         if !self.prefix_share.is_none() {
             write!(f, ", {}", self.prefix_share)?;
+        }
+        if let Some(speculation) = &self.speculation {
+            write!(f, ", {speculation}")?;
         }
         Ok(())
     }

@@ -159,16 +159,15 @@ async fn run(
                 }
             }
         };
-        for &id in outcome
-            .first_tokens
-            .iter()
-            .chain(&outcome.decoded)
-            .chain(&outcome.resumed)
+        let sampled = outcome.first_tokens.iter().chain(&outcome.resumed);
+        for (id, count) in sampled
+            .map(|&id| (id, 1))
+            .chain(outcome.decoded.iter().copied())
         {
             deliver(
                 id,
                 TokenEvent::Tokens {
-                    count: 1,
+                    count,
                     virtual_s: virtual_now,
                 },
             );

@@ -17,6 +17,12 @@ pub struct ImportContext {
     pub model: String,
     pub card: String,
     pub tp: u32,
+    /// The layout beyond `tp` (pipeline stages, expert ranks, attention replicas).
+    pub parallel: crate::catalog::Parallelism,
+    /// A disaggregated deployment: P prefill and D decode workers of that layout.
+    pub pd: Option<crate::catalog::PdSplit>,
+    /// Speculative decoding the server ran.
+    pub speculation: Option<crate::workload::Speculation>,
     pub interconnect: String,
     pub instances_per_node: u32,
     pub cards_per_node: Option<u32>,
@@ -44,10 +50,19 @@ pub fn write_import(
             "interconnect": context.interconnect,
             "instances_per_node": context.instances_per_node,
             "cards_per_node": context.cards_per_node,
+            "pp": context.parallel.pp,
+            "ep": context.parallel.ep,
+            "attention_dp": context.parallel.dp,
         },
         "think_time": context.think_time,
         "stream": imported.streaming,
     });
+    if let Some(pd) = &context.pd {
+        config["layout"]["pd"] = serde_json::json!(pd);
+    }
+    if let Some(speculation) = &context.speculation {
+        config["layout"]["speculation"] = serde_json::json!(speculation);
+    }
     if let Some(input) = &context.input_tokens {
         config["input"] = serde_json::json!({"kind": "synthetic", "tokens": input});
     }
