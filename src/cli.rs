@@ -556,6 +556,16 @@ pub struct PredictArgs {
     /// decode workers (e.g. 1:3) [default: the split with the most users per card]
     #[arg(long, value_parser = parse_input::<PdSplit>, value_name = "P:D")]
     pub pd: Option<PdSplit>,
+    /// Prefill workers' tensor-parallel width in the disaggregated deployment [default: the
+    /// best of the layout's own and its halvings that hold the model]
+    #[arg(long, value_name = "TP")]
+    pub prefill_tp: Option<u32>,
+    /// Prefill workers' expert-parallel ranks and attention data-parallel replicas (with
+    /// --prefill-tp) [default: 1]
+    #[arg(long, value_name = "EP", requires = "prefill_tp")]
+    pub prefill_ep: Option<u32>,
+    #[arg(long, value_name = "DP", requires = "prefill_tp")]
+    pub prefill_attention_dp: Option<u32>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// Think time between a response and the user's next request: 0s, 2s, 1s..3s, exp:2s

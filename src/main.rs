@@ -304,17 +304,12 @@ async fn start_simulator(
     // The simulator runs what `predict` predicts by default: the vLLM profile.
     let profile = catalog.engine(DEFAULT_ENGINE)?;
     let layout = Layout {
-        model,
-        card,
         interconnect: config.layout.interconnect.clone(),
-        tp: config.layout.tp,
-        parallel: capplan::catalog::Parallelism::tensor(config.layout.tp),
-        domain_cards: config.layout.tp.max(8),
-        scale_out_gbs: None,
         memory: MemoryOptions {
             memory_utilization: profile.memory_utilization,
             ..MemoryOptions::default()
         },
+        ..Layout::on_card(model, card, config.layout.tp)
     };
     let calibration = Calibration::for_engine(
         card,

@@ -321,6 +321,19 @@ fn layouts_that_do_not_divide_the_model() {
         &predict_8b(&[], "H100-SXM", &["--attention-dp", "2"]),
         &["attention dp 2", "dense"],
     );
+    // Prefill workers of a layout the model cannot take.
+    assert_input_error(
+        &predict_8b(&[], "H100-SXM", &["--tpot", "30ms", "--prefill-tp", "3"]),
+        &["prefill workers", "tp 3"],
+    );
+    assert_input_error(
+        &predict_8b(
+            &[],
+            "H100-SXM",
+            &["--tpot", "30ms", "--prefill-tp", "1", "--prefill-ep", "2"],
+        ),
+        &["prefill workers", "dense"],
+    );
     // `serve --pd` refuses an empty pool before it listens.
     assert_input_error(
         &capplan(&[

@@ -1,7 +1,7 @@
 //! `capplan predict`: C* (or R*) of one layout, its band, and the same workers disaggregated
 //! into prefill and decode pools beside it.
 
-use capplan::catalog::Catalog;
+use capplan::catalog::{Catalog, Parallelism};
 use capplan::sim::disagg::predict_disaggregated;
 use capplan::sim::predict::{predict, predict_rate, Calibration, Layout, Prediction};
 
@@ -42,8 +42,31 @@ pub fn run(
             f64::from(prediction.c_star),
         );
         if request.slo.tpot_s.is_some() {
+            let prefill = args.prefill_tp.map(|tp| {
+                let parallel = Parallelism {
+                    tp,
+                    pp: 1,
+                    dp: args.prefill_attention_dp.unwrap_or(1),
+                    ep: args.prefill_ep.unwrap_or(1),
+                };
+                Layout {
+                    tp,
+                    parallel,
+                    ..layout.clone()
+                }
+            });
+            if let Some(prefill) = &prefill {
+                if let Some(problem) =
+                    capplan::catalog::memory::tp_problem(layout.model, prefill.tp)
+                        .or_else(|| prefill.parallel.problem(layout.model))
+                {
+                    return Err(
+                        capplan::InputError::value(format!("prefill workers: {problem}")).into(),
+                    );
+                }
+            }
             prediction.disaggregated = Some(
-                predict_disaggregated(layout, calibration, &request, args.pd)
+                predict_disaggregated(layout, prefill.as_ref(), calibration, &request, args.pd)
                     .map_err(|rejected| rejected.reason),
             );
         }

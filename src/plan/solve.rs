@@ -212,6 +212,12 @@ pub fn solve(
         None => PredictionCorrections::default(),
     };
 
+    let planner = NodePlanner {
+        catalog,
+        usable: &usable,
+        demand_units,
+        corrections: &corrections,
+    };
     // The predicted winners' instances as disaggregated deployments, all at once: a first
     // pass ranks each model's node shapes; the leading ones are tried disaggregated (two
     // more predictions each), and the second pass plans with them.
@@ -227,15 +233,12 @@ pub fn solve(
             for node in &nodes {
                 let mut predictor: Option<&mut dyn CapacityPredictor> = Some(&mut **predictor);
                 if let Ok(plan) = plan_node(
-                    catalog,
+                    &planner,
                     model,
                     node,
-                    &usable,
                     &model_request,
-                    demand_units,
                     &mut Vec::new(),
                     &mut predictor,
-                    &corrections,
                     false,
                 ) {
                     ranked.push(plan);
@@ -266,15 +269,12 @@ pub fn solve(
         let mut model_plans = Vec::new();
         for node in &nodes {
             match plan_node(
-                catalog,
+                &planner,
                 model,
                 node,
-                &usable,
                 &model_request,
-                demand_units,
                 &mut skipped,
                 &mut predictor,
-                &corrections,
                 disaggregate.contains(&(model.name.clone(), node.name.clone())),
             ) {
                 Ok(plan) => model_plans.push(plan),
@@ -652,19 +652,33 @@ fn cannot_win(
     )
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What planning every node shape of every model shares: the catalog, the points usable at
+/// the SLO, the demand and the corrections of predictions.
+struct NodePlanner<'a> {
+    catalog: &'a Catalog,
+    usable: &'a [&'a CapacityPoint],
+    demand_units: f64,
+    corrections: &'a PredictionCorrections,
+}
+
+/// The best split of `node` for `model`, or the capacity it is missing; points of no use go
+/// to `skipped`, predictions come from `predictor`, and with `disaggregate` the split chosen
+/// is also tried as a disaggregated deployment.
 fn plan_node(
-    catalog: &Catalog,
+    planner: &NodePlanner,
     model: &Model,
     node: &Node,
-    usable: &[&CapacityPoint],
     request: &SolveRequest,
-    demand_units: f64,
     skipped: &mut Vec<SkippedPoint>,
     predictor: &mut Option<&mut dyn CapacityPredictor>,
-    corrections: &PredictionCorrections,
     disaggregate: bool,
 ) -> Result<NodePlan, Box<MissingCapacity>> {
+    let NodePlanner {
+        catalog,
+        usable,
+        demand_units,
+        corrections,
+    } = *planner;
     let card = catalog
         .cards
         .iter()

@@ -156,15 +156,17 @@ impl Report for Prediction {
             Some(Ok(pd)) => {
                 let aggregated = f64::from(self.c_star) / f64::from(self.parallel.cards().max(1));
                 notes.push(format!(
-                    "Disaggregated, the same workers as {} ({} prefill and {} decode of {} cards): \
+                    "Disaggregated as {} ({} prefill workers of {}, {} decode of {}: {} cards): \
                      {:.0} users ({:.2} requests/s), {:.1} users per card against {:.1} aggregated \
                      ({}); a prefill worker holds {:.2} requests/s within TTFT {} less the KV \
                      transfer ({:.0} ms), a decode worker {:.2} within TPOT {}; at those rates \
                      TTFT {} and TPOT {} (mean).",
                     pd.split,
                     pd.split.prefill,
+                    pd.prefill_parallel,
                     pd.split.decode,
-                    self.parallel.cards(),
+                    pd.decode_parallel,
+                    pd.cards,
                     pd.users,
                     pd.rate,
                     pd.users_per_card(),

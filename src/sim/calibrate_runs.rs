@@ -89,17 +89,12 @@ pub fn calibrate_runs(
         let step = Calibration::for_engine(card, &interconnect, engine, &catalog.operators);
         let observation = CurveObservation {
             layout: Layout {
-                model,
-                card,
                 interconnect,
-                tp: layout.tp,
-                parallel: crate::catalog::Parallelism::tensor(layout.tp),
-                domain_cards: layout.tp.max(8),
-                scale_out_gbs: None,
                 memory: MemoryOptions {
                     memory_utilization: engine.memory_utilization,
                     ..MemoryOptions::default()
                 },
+                ..Layout::on_card(model, card, layout.tp)
             },
             workload,
             engine: EngineOptions::for_card(engine, card),

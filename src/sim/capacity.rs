@@ -400,7 +400,7 @@ impl SimPredictor {
             card,
             interconnect: interconnect.to_string(),
             parallel,
-            domain_cards: parallel.cards().max(8),
+            domain_cards: parallel.cards().max(super::predict::DEFAULT_DOMAIN_CARDS),
             scale_out_gbs: None,
             request,
             open_loop: self.open_loop,
@@ -482,7 +482,7 @@ impl SimPredictor {
         let (options, calibration) = self.setup(job.card, &job.interconnect);
         let mut request = job.request.clone();
         request.engine = options;
-        let pd = super::disagg::predict_disaggregated(&layout, &calibration, &request, None)
+        let pd = super::disagg::predict_disaggregated(&layout, None, &calibration, &request, None)
             .map_err(|rejected| rejected.reason)?;
         let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
         let basis = {
@@ -493,7 +493,6 @@ impl SimPredictor {
         let per_worker = pd.users_per_worker();
         let point = CapacityPoint {
             pd: Some(pd.split),
-            speculation: request.workload.speculation.clone(),
             band: c_star_range(
                 &self.bands,
                 crate::catalog::band::model_class(job.model),
@@ -501,21 +500,12 @@ impl SimPredictor {
                 &basis,
                 per_worker,
             ),
-            model: job.model.name.clone(),
-            card: job.card.name.clone(),
-            interconnect: job.interconnect.clone(),
-            cards_per_node: None,
-            instances_per_node: None,
-            instances_per_card: 1,
-            tp: job.parallel.tp,
-            parallel: job.parallel,
-            users_per_instance: per_worker,
-            slo: request.slo,
-            think_time: request.workload.think_time,
-            source: PointSource::Predicted,
             note: format!(
-                "disaggregated {}: prefill worker {:.2} req/s, decode worker {:.2} req/s, KV transfer {:.0} ms",
+                "disaggregated {} (prefill workers {}, decode {}; users per {} cards): prefill worker {:.2} req/s, decode worker {:.2} req/s, KV transfer {:.0} ms",
                 pd.split,
+                pd.prefill_parallel,
+                pd.decode_parallel,
+                pd.decode_parallel.cards(),
                 pd.prefill_rate,
                 pd.decode_rate,
                 pd.transfer_s * 1e3
@@ -523,12 +513,11 @@ impl SimPredictor {
             e2e_mean_s: Some(
                 pd.ttft_s + (request.workload.output_tokens.mean() - 1.0).max(0.0) * pd.tpot_s,
             ),
-            output_tokens: Some(request.workload.output_tokens.mean()),
-            engine: engine_name,
             origin: format!(
-                "predicted, disaggregated {} ({:.1} users per worker), {}",
-                pd.split, per_worker, calibration.name
+                "predicted, disaggregated {} with {} prefill workers ({:.1} users per {} decode worker), {}",
+                pd.split, pd.prefill_parallel, per_worker, pd.decode_parallel, calibration.name
             ),
+            ..self.predicted_point(job, &request, per_worker)
         };
         Ok((point, pd.split))
     }
@@ -571,8 +560,6 @@ impl SimPredictor {
         }
         let engine_name = self.engine.as_ref().map(|(engine, _)| engine.name.clone());
         Ok(CapacityPoint {
-            pd: None,
-            speculation: request.workload.speculation.clone(),
             band: c_star_range(
                 &self.bands,
                 crate::catalog::band::model_class(job.model),
@@ -580,26 +567,12 @@ impl SimPredictor {
                 &prediction.basis,
                 f64::from(prediction.c_star),
             ),
-            model: job.model.name.clone(),
-            card: job.card.name.clone(),
-            interconnect: job.interconnect.clone(),
-            cards_per_node: None,
-            instances_per_node: None,
-            instances_per_card: 1,
-            tp: job.parallel.tp,
-            parallel: job.parallel,
-            users_per_instance: f64::from(prediction.c_star),
-            slo: request.slo,
-            think_time: request.workload.think_time,
-            source: PointSource::Predicted,
             note: prediction.limit.clone(),
             e2e_mean_s: prediction
                 .curve
                 .iter()
                 .find(|level| level.concurrency == prediction.c_star)
                 .map(|level| level.e2e.mean),
-            output_tokens: Some(request.workload.output_tokens.mean()),
-            engine: engine_name,
             origin: format!(
                 "predicted [{}, {}], {}",
                 prediction.last_pass,
@@ -608,6 +581,7 @@ impl SimPredictor {
                     .map_or_else(|| "no fail".to_string(), |f| f.to_string()),
                 calibration.name
             ),
+            ..self.predicted_point(job, request, f64::from(prediction.c_star))
         })
     }
 
@@ -632,8 +606,27 @@ impl SimPredictor {
             .find(|level| level.offered_rate == Some(rate.rate))
             .map(|level| level.e2e.mean);
         Ok(CapacityPoint {
-            pd: None,
-            speculation: request.workload.speculation.clone(),
+            think_time: crate::workload::ThinkTime::NONE,
+            note: format!(
+                "Poisson arrivals: R* {:.3} requests/s; {}",
+                rate.rate, prediction.limit
+            ),
+            e2e_mean_s: e2e,
+            origin: format!(
+                "predicted R* [{:.3}, {}], {}",
+                rate.last_pass,
+                rate.first_fail
+                    .map_or_else(|| "no fail".to_string(), |f| format!("{f:.3}")),
+                calibration.name
+            ),
+            ..self.predicted_point(job, request, rate.mean_in_flight)
+        })
+    }
+
+    /// A predicted point of `job` holding `users` per instance under `request`, before the
+    /// note, origin, band and E2E latency each kind of prediction gives it.
+    fn predicted_point(&self, job: &Job, request: &PredictRequest, users: f64) -> CapacityPoint {
+        CapacityPoint {
             model: job.model.name.clone(),
             card: job.card.name.clone(),
             interconnect: job.interconnect.clone(),
@@ -642,26 +635,19 @@ impl SimPredictor {
             instances_per_card: 1,
             tp: job.parallel.tp,
             parallel: job.parallel,
-            users_per_instance: rate.mean_in_flight,
+            users_per_instance: users,
             slo: request.slo,
-            think_time: crate::workload::ThinkTime::NONE,
+            think_time: request.workload.think_time,
             source: PointSource::Predicted,
-            note: format!(
-                "Poisson arrivals: R* {:.3} requests/s; {}",
-                rate.rate, prediction.limit
-            ),
-            e2e_mean_s: e2e,
+            note: String::new(),
+            origin: String::new(),
+            e2e_mean_s: None,
             output_tokens: Some(request.workload.output_tokens.mean()),
             engine: self.engine.as_ref().map(|(engine, _)| engine.name.clone()),
             band: None,
-            origin: format!(
-                "predicted R* [{:.3}, {}], {}",
-                rate.last_pass,
-                rate.first_fail
-                    .map_or_else(|| "no fail".to_string(), |f| format!("{f:.3}")),
-                calibration.name
-            ),
-        })
+            pd: None,
+            speculation: request.workload.speculation.clone(),
+        }
     }
 }
 

@@ -4,7 +4,12 @@
 //! prompt, so each pool can be sized to its own limit: TTFT for the prefill pool, TPOT for the
 //! decode pool.
 //!
-//! The model couples two predictions of the same worker layout, each the closed-loop search
+//! Each pool has its own worker layout: decode workers are the layout asked for; prefill workers
+//! are either given (`--prefill-tp`…) or the best of that layout and its tensor-parallel
+//! halvings that hold the model (prefill is compute-bound: narrower workers waste less on
+//! all-reduces and take more prompts per card).
+//!
+//! The model couples two predictions, each the closed-loop search
 //! `predict` runs (a stream of back-to-back requests that cannot overload the worker, so its
 //! throughput at C* is a rate the worker sustains). A prefill worker sustains `R_p` requests
 //! per second within the TTFT limit less the KV transfer (prompt-only requests: one output
@@ -26,6 +31,7 @@ use super::predict::{
 };
 use crate::catalog::memory::LayoutRejected;
 use crate::catalog::memory_fit_layout;
+use crate::catalog::Parallelism;
 pub use crate::catalog::PdSplit;
 use crate::slo::Slo;
 use crate::workload::{PrefixShare, TokenLengths};
@@ -33,10 +39,16 @@ use crate::workload::{PrefixShare, TokenLengths};
 /// Most workers of one kind a deployment is searched over.
 const MAX_WORKERS: u32 = 8;
 
-/// A disaggregated deployment of one worker layout, sized for an SLO.
+/// Most prefill layouts tried beside the decode workers' own (tensor-parallel halvings).
+const PREFILL_HALVINGS: u32 = 2;
+
+/// A disaggregated deployment, sized for an SLO.
 #[derive(Debug, Clone, Serialize)]
 pub struct Disaggregated {
     pub split: PdSplit,
+    /// One prefill worker's layout, and one decode worker's.
+    pub prefill_parallel: Parallelism,
+    pub decode_parallel: Parallelism,
     /// Requests per second one prefill worker holds within the TTFT limit less the transfer.
     pub prefill_rate: f64,
     /// Requests per second one decode worker holds within the TPOT limit.
@@ -58,17 +70,21 @@ impl Disaggregated {
         self.users / f64::from(self.cards.max(1))
     }
 
-    /// Users per worker (what a capacity point per instance holds).
+    /// Users per decode worker's worth of cards: what a capacity point of the decode
+    /// layout holds (per worker when both pools share the layout), so that a plan prices the
+    /// deployment by its users per card.
     pub fn users_per_worker(&self) -> f64 {
-        self.users / f64::from((self.split.prefill + self.split.decode).max(1))
+        self.users_per_card() * f64::from(self.decode_parallel.cards())
     }
 }
 
-/// The best disaggregated deployment of `layout`'s workers for `request`'s workload and SLO
-/// (or the one of `fixed` workers), or why there is none (no TPOT limit to split against, a
-/// layout that does not fit, a pool that holds no rate at all).
+/// The best disaggregated deployment with decode workers of `layout` for `request`'s workload
+/// and SLO (or the one of `fixed` workers; prefill workers of `prefill`, else the best of
+/// [`prefill_layouts`]), or why there is none (no TPOT limit to split against, a layout that
+/// does not fit, a pool that holds no rate at all).
 pub fn predict_disaggregated(
     layout: &Layout,
+    prefill: Option<&Layout>,
     calibration: &Calibration,
     request: &PredictRequest,
     fixed: Option<PdSplit>,
@@ -85,20 +101,11 @@ pub fn predict_disaggregated(
                     .into(),
         });
     };
-    let fit = memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
-    let transfer_s = kv_transfer_s(
-        layout,
-        fit.kv_bytes_per_token_per_card,
-        request.workload.input_tokens.mean(),
-    );
-    if transfer_s >= slo.ttft_s {
-        return Err(LayoutRejected {
-            reason: format!(
-                "moving a prompt's KV cache takes {:.0} ms, the whole TTFT limit",
-                transfer_s * 1e3
-            ),
-        });
-    }
+    memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
+    let prefill_layouts = match prefill {
+        Some(given) => vec![given.clone()],
+        None => prefill_layouts(layout),
+    };
 
     // The pools see streams of requests: the users' think time only turns rates into users.
     let mut request = request.clone();
@@ -106,19 +113,21 @@ pub fn predict_disaggregated(
     // Two searches per deployment: a 10 % bracket is still finer than the model's error.
     request.resolution = request.resolution.max(0.1);
     let request = &request;
-    // Prefill workers: prompts only, within the TTFT limit less the transfer.
-    let mut prefill = request.clone();
-    prefill.workload.output_tokens = TokenLengths::Fixed { tokens: 1 };
-    prefill.slo = Slo {
-        ttft_s: slo.ttft_s - transfer_s,
-        tpot_s: None,
-        e2e_s: None,
-        ..slo
-    };
-    // Neither pool's curve is shown, only its operating point: the searches skip the small
-    // levels (see `SearchHints::start`), which give the same C*.
-    let p = predict_with(layout, calibration, &prefill, pool_start(None))?;
-    let (prefill_rate, ttft_s) = operating_point(&p, |level| level.ttft.mean);
+    // Prefill workers: prompts only, within the TTFT limit less the transfer — for each
+    // prefill layout tried.
+    let mut pools = Vec::new();
+    let mut rejected = None;
+    for prefill_layout in &prefill_layouts {
+        match prefill_pool(prefill_layout, calibration, request) {
+            Ok(pool) => pools.push(pool),
+            Err(why) => rejected = Some(why),
+        }
+    }
+    if pools.is_empty() {
+        return Err(rejected.unwrap_or(LayoutRejected {
+            reason: "no prefill layout".into(),
+        }));
+    }
 
     // Decode workers: the prompt's KV arrives with the request; within the TPOT limit, and
     // admitted within the TTFT limit (a decode queue that grows without bound holds no rate,
@@ -141,53 +150,46 @@ pub fn predict_disaggregated(
     )?;
     let (decode_rate, tpot_s) =
         operating_point(&d, |level| level.tpot.as_ref().map_or(0.0, |t| t.mean));
-    if prefill_rate <= 0.0 || decode_rate <= 0.0 {
+    if decode_rate <= 0.0 {
         return Err(LayoutRejected {
-            reason: format!(
-                "a {} worker holds no rate within the SLO ({})",
-                if prefill_rate <= 0.0 {
-                    "prefill"
-                } else {
-                    "decode"
-                },
-                if prefill_rate <= 0.0 {
-                    &p.limit
-                } else {
-                    &d.limit
-                }
-            ),
+            reason: format!("a decode worker holds no rate within the SLO ({})", d.limit),
         });
     }
 
     let output = request.workload.output_tokens.mean();
-    let cycle_s = ttft_s + transfer_s + (output - 1.0).max(0.0) * tpot_s + think_s;
-    let worker_cards = layout.parallel.cards();
-    let deployment = |split: PdSplit| {
+    let decode_cards = layout.parallel.cards();
+    let deployment = |pool: &PrefillPool, split: PdSplit| {
         let rate =
-            (f64::from(split.prefill) * prefill_rate).min(f64::from(split.decode) * decode_rate);
+            (f64::from(split.prefill) * pool.rate).min(f64::from(split.decode) * decode_rate);
+        let cycle_s = pool.ttft_s + pool.transfer_s + (output - 1.0).max(0.0) * tpot_s + think_s;
         Disaggregated {
             split,
-            prefill_rate,
+            prefill_parallel: pool.parallel,
+            decode_parallel: layout.parallel,
+            prefill_rate: pool.rate,
             decode_rate,
-            transfer_s,
-            ttft_s: ttft_s + transfer_s,
+            transfer_s: pool.transfer_s,
+            ttft_s: pool.ttft_s + pool.transfer_s,
             tpot_s,
             rate,
             users: rate * cycle_s,
-            cards: (split.prefill + split.decode) * worker_cards,
+            cards: split.prefill * pool.parallel.cards() + split.decode * decode_cards,
         }
     };
-    if let Some(split) = fixed {
-        return Ok(deployment(split));
-    }
-    let best = (1..=MAX_WORKERS)
-        .flat_map(|x| {
-            (1..=MAX_WORKERS).map(move |y| PdSplit {
-                prefill: x,
-                decode: y,
+    let splits: Vec<PdSplit> = match fixed {
+        Some(split) => vec![split],
+        None => (1..=MAX_WORKERS)
+            .flat_map(|x| {
+                (1..=MAX_WORKERS).map(move |y| PdSplit {
+                    prefill: x,
+                    decode: y,
+                })
             })
-        })
-        .map(deployment)
+            .collect(),
+    };
+    let best = pools
+        .iter()
+        .flat_map(|pool| splits.iter().map(move |&split| deployment(pool, split)))
         .max_by(|a, b| {
             a.users_per_card()
                 .total_cmp(&b.users_per_card())
@@ -198,6 +200,100 @@ pub fn predict_disaggregated(
             reason: "no deployment".into(),
         })?;
     Ok(best)
+}
+
+/// The prefill pool of one layout: what one worker sustains within the TTFT limit less the
+/// KV transfer.
+struct PrefillPool {
+    parallel: Parallelism,
+    rate: f64,
+    /// Mean TTFT at that rate, and the transfer after it, seconds.
+    ttft_s: f64,
+    transfer_s: f64,
+}
+
+/// Predicts prefill workers of `layout`: prompt-only requests within the TTFT limit less the
+/// transfer of their KV (each prefill card sends its share).
+fn prefill_pool(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+) -> Result<PrefillPool, LayoutRejected> {
+    let slo = request.slo;
+    let fit = memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
+    let transfer_s = kv_transfer_s(
+        layout,
+        fit.kv_bytes_per_token_per_card,
+        request.workload.input_tokens.mean(),
+    );
+    if transfer_s >= slo.ttft_s {
+        return Err(LayoutRejected {
+            reason: format!(
+                "moving a prompt's KV cache takes {:.0} ms, the whole TTFT limit",
+                transfer_s * 1e3
+            ),
+        });
+    }
+    let mut prefill = request.clone();
+    prefill.workload.output_tokens = TokenLengths::Fixed { tokens: 1 };
+    prefill.slo = Slo {
+        ttft_s: slo.ttft_s - transfer_s,
+        tpot_s: None,
+        e2e_s: None,
+        ..slo
+    };
+    // Neither pool's curve is shown, only its operating point: the searches skip the small
+    // levels (see `SearchHints::start`), which give the same C*.
+    let p = predict_with(layout, calibration, &prefill, pool_start(None))?;
+    let (rate, ttft_s) = operating_point(&p, |level| level.ttft.mean);
+    if rate <= 0.0 {
+        return Err(LayoutRejected {
+            reason: format!(
+                "a prefill worker holds no rate within the SLO ({})",
+                p.limit
+            ),
+        });
+    }
+    Ok(PrefillPool {
+        parallel: layout.parallel,
+        rate,
+        ttft_s,
+        transfer_s,
+    })
+}
+
+/// The prefill layouts tried when none is given: the decode workers' own, and for a
+/// tensor-parallel-only layout up to [`PREFILL_HALVINGS`] halvings of its width that still
+/// hold the model and a prompt.
+pub fn prefill_layouts<'a>(layout: &Layout<'a>) -> Vec<Layout<'a>> {
+    let mut layouts = vec![layout.clone()];
+    if layout.parallel != Parallelism::tensor(layout.tp) {
+        return layouts;
+    }
+    let mut tp = layout.tp;
+    for _ in 0..PREFILL_HALVINGS {
+        if tp < 2 {
+            break;
+        }
+        tp /= 2;
+        let narrower = Layout {
+            tp,
+            parallel: Parallelism::tensor(tp),
+            ..layout.clone()
+        };
+        if memory_fit_layout(
+            narrower.model,
+            narrower.card,
+            &narrower.parallel,
+            &narrower.memory,
+        )
+        .is_err()
+        {
+            break;
+        }
+        layouts.push(narrower);
+    }
+    layouts
 }
 
 /// Where a pool's search starts: at its estimated C* (see [`estimate_c_star`]), at least at
@@ -266,7 +362,7 @@ mod tests {
         let card = catalog.card("H100-SXM").unwrap();
         let layout = Layout::on_card(model, card, 1);
         let calibration = Calibration::for_card(card, &card.interconnect);
-        predict_disaggregated(&layout, &calibration, req, None)
+        predict_disaggregated(&layout, None, &calibration, req, None)
     }
 
     /// Long prompts and short answers need more prefill workers than short prompts and long
@@ -290,8 +386,44 @@ mod tests {
                 .min(f64::from(d.split.decode) * d.decode_rate);
             assert!((d.rate - pools).abs() < 1e-9);
             assert!(d.users > 0.0 && d.tpot_s <= 0.05 && d.ttft_s <= 1.0 + 1e-9);
-            assert_eq!(d.cards, d.split.prefill + d.split.decode);
+            assert_eq!(
+                d.cards,
+                d.split.prefill * d.prefill_parallel.cards() + d.split.decode
+            );
         }
+    }
+
+    /// Prefill is compute-bound: on a dense TP4 layout, TP2 prefill workers take more prompts
+    /// per card than TP4 ones (less of each step in all-reduces), so the deployment chosen
+    /// uses them and holds more users per card than one of TP4 workers alone.
+    #[test]
+    fn narrower_prefill_workers_take_more_prompts_per_card() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3.1-70b").unwrap();
+        let card = catalog.card("H100-SXM").unwrap();
+        let layout = Layout::on_card(model, card, 4);
+        let calibration = Calibration::for_card(card, &card.interconnect);
+        let req = request(2048, 256, Some(0.05));
+        let candidates = prefill_layouts(&layout);
+        assert_eq!(
+            candidates.iter().map(|l| l.tp).collect::<Vec<_>>(),
+            [4, 2],
+            "TP1 does not hold 70 B on 80 GB"
+        );
+        let per_card = |l: &Layout| {
+            let pool = prefill_pool(l, &calibration, &req).unwrap();
+            pool.rate / f64::from(l.parallel.cards())
+        };
+        assert!(per_card(&candidates[1]) > per_card(&candidates[0]));
+        let chosen = predict_disaggregated(&layout, None, &calibration, &req, None).unwrap();
+        let same = predict_disaggregated(&layout, Some(&layout), &calibration, &req, None).unwrap();
+        assert_eq!(chosen.prefill_parallel, Parallelism::tensor(2));
+        assert_eq!(chosen.decode_parallel, Parallelism::tensor(4));
+        assert!(chosen.users_per_card() > same.users_per_card());
+        assert_eq!(
+            chosen.cards,
+            chosen.split.prefill * 2 + chosen.split.decode * 4
+        );
     }
 
     #[test]

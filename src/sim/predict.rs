@@ -33,6 +33,10 @@ use crate::workload::Workload;
 /// One serving instance to model: a model on `tp` cards linked by `interconnect` — or, with
 /// `parallel` beyond tensor parallelism, on `parallel.cards()` cards, as many per scale-up
 /// domain as `domain_cards`, the domains joined by `scale_out_gbs` per card.
+/// Cards one scale-up link joins when no node shape says: an eight-GPU HGX-class board (or the
+/// instance itself, when wider).
+pub const DEFAULT_DOMAIN_CARDS: u32 = 8;
+
 #[derive(Debug, Clone)]
 pub struct Layout<'a> {
     pub model: &'a Model,
@@ -59,7 +63,7 @@ impl<'a> Layout<'a> {
             tp,
             memory: MemoryOptions::default(),
             parallel: Parallelism::tensor(tp),
-            domain_cards: tp.max(8),
+            domain_cards: tp.max(DEFAULT_DOMAIN_CARDS),
             scale_out_gbs: None,
         }
     }

@@ -103,13 +103,6 @@ fn predict(
     let card = catalog.card(&timed.card).ok()?;
     let row = &timed.row;
     let layout = Layout {
-        model,
-        card,
-        interconnect: card.interconnect.clone(),
-        tp: row.tp,
-        parallel: crate::catalog::Parallelism::tensor(row.tp),
-        domain_cards: row.tp.max(8),
-        scale_out_gbs: None,
         memory: MemoryOptions {
             dtype: timed.dtype,
             context_tokens: Some(row.input_tokens + row.output_tokens),
@@ -117,6 +110,7 @@ fn predict(
             reserve_gib: 0.5,
             ..MemoryOptions::default()
         },
+        ..Layout::on_card(model, card, row.tp)
     };
     let mut calibration =
         Calibration::for_engine(card, &card.interconnect, engine, &catalog.operators);
