@@ -159,8 +159,8 @@ impl Report for Prediction {
                     "Disaggregated as {} ({} prefill workers of {}, {} decode of {}: {} cards): \
                      {:.0} users ({:.2} requests/s), {:.1} users per card against {:.1} aggregated \
                      ({}); a prefill worker holds {:.2} requests/s within TTFT {} less the KV \
-                     transfer ({:.0} ms), a decode worker {:.2} within TPOT {}; at those rates \
-                     TTFT {} and TPOT {} (mean).",
+                     transfer ({:.0} ms) and the decode worker's first token ({:.0} ms), a decode \
+                     worker {:.2} within TPOT {}; at those rates TTFT {} and TPOT {} (mean).",
                     pd.split,
                     pd.split.prefill,
                     pd.prefill_parallel,
@@ -179,6 +179,7 @@ impl Report for Prediction {
                     pd.prefill_rate,
                     format_seconds(self.slo.ttft_s),
                     pd.transfer_s * 1e3,
+                    pd.decode_first_s * 1e3,
                     pd.decode_rate,
                     self.slo
                         .tpot_s

@@ -9,11 +9,17 @@
 //! halvings that hold the model (prefill is compute-bound: narrower workers waste less on
 //! all-reduces and take more prompts per card).
 //!
+//! The client's first token comes from the decode worker once the KV has arrived (Dynamo
+//! sends the prompt to a prefill worker as a one-token request and streams from the decode
+//! worker; vLLM's decode side recomputes the prompt's last token, TensorRT-LLM's emits it at
+//! the request's first scheduling), so TTFT is the prefill worker's, the transfer, and the
+//! decode worker's queue and iteration.
+//!
 //! The model couples two predictions, each the closed-loop search
 //! `predict` runs (a stream of back-to-back requests that cannot overload the worker, so its
 //! throughput at C* is a rate the worker sustains). A prefill worker sustains `R_p` requests
-//! per second within the TTFT limit less the KV transfer (prompt-only requests: one output
-//! token); a decode worker sustains `R_d` within the TPOT limit (and admits each request
+//! per second within the TTFT limit less the KV transfer and the decode side's first token
+//! (prompt-only requests: one output token); a decode worker sustains `R_d` within the TPOT limit (and admits each request
 //! within the TTFT limit), its requests arriving with their prompt's KV already in place (the
 //! engine's cache holds the whole prompt and computes its last token only). A deployment of `x` and `y` holds `min(x·R_p, y·R_d)`
 //! requests per second, and Little's law turns that rate into users: rate × (TTFT + transfer +
@@ -39,6 +45,12 @@ use crate::workload::{PrefixShare, TokenLengths};
 /// Most workers of one kind a deployment is searched over.
 const MAX_WORKERS: u32 = 8;
 
+/// The share of the TTFT limit a decode worker's admission may take (its queue and first
+/// iteration); the prefill worker and the transfer have the rest. An even split is a choice,
+/// not a fit: a decode pool held to its TPOT limit queues far less than this, and one held by
+/// its running cap would otherwise take the whole limit and leave prefill nothing.
+const DECODE_TTFT_SHARE: f64 = 0.5;
+
 /// Most prefill layouts tried beside the decode workers' own (tensor-parallel halvings).
 const PREFILL_HALVINGS: u32 = 2;
 
@@ -55,6 +67,9 @@ pub struct Disaggregated {
     pub decode_rate: f64,
     /// Moving one prompt's KV cache from a prefill to a decode worker, seconds.
     pub transfer_s: f64,
+    /// The decode worker's wait for a request's first token once its KV is in place (its
+    /// queue and an iteration), mean, seconds.
+    pub decode_first_s: f64,
     /// Mean TTFT (prefill worker's, plus the transfer) and TPOT at those rates, seconds.
     pub ttft_s: f64,
     pub tpot_s: f64,
@@ -113,31 +128,16 @@ pub fn predict_disaggregated(
     // Two searches per deployment: a 10 % bracket is still finer than the model's error.
     request.resolution = request.resolution.max(0.1);
     let request = &request;
-    // Prefill workers: prompts only, within the TTFT limit less the transfer — for each
-    // prefill layout tried.
-    let mut pools = Vec::new();
-    let mut rejected = None;
-    for prefill_layout in &prefill_layouts {
-        match prefill_pool(prefill_layout, calibration, request) {
-            Ok(pool) => pools.push(pool),
-            Err(why) => rejected = Some(why),
-        }
-    }
-    if pools.is_empty() {
-        return Err(rejected.unwrap_or(LayoutRejected {
-            reason: "no prefill layout".into(),
-        }));
-    }
-
     // Decode workers: the prompt's KV arrives with the request; within the TPOT limit, and
-    // admitted within the TTFT limit (a decode queue that grows without bound holds no rate,
-    // whatever the TPOT of the requests it does run).
+    // admitted within its share of the TTFT limit (a decode queue that grows without bound
+    // holds no rate, whatever the TPOT of the requests it does run; and what the decode side
+    // waits before the first token, the prefill side cannot spend).
     let mut decode = request.clone();
     decode.workload.prefix_share = PrefixShare::new(1.0).unwrap_or(PrefixShare::NONE);
     // The KV arrives from the prefill worker: in place whatever the engine's prefix caching.
     decode.engine.prefix_caching = true;
     decode.slo = Slo {
-        ttft_s: slo.ttft_s,
+        ttft_s: slo.ttft_s * DECODE_TTFT_SHARE,
         tpot_s: Some(tpot_limit),
         e2e_s: None,
         ..slo
@@ -150,10 +150,29 @@ pub fn predict_disaggregated(
     )?;
     let (decode_rate, tpot_s) =
         operating_point(&d, |level| level.tpot.as_ref().map_or(0.0, |t| t.mean));
+    // The client's first token comes from the decode worker once the KV is in place: its
+    // queue and an iteration come after the prefill and the transfer.
+    let (_, decode_first_s) = operating_point(&d, |level| level.ttft.mean);
     if decode_rate <= 0.0 {
         return Err(LayoutRejected {
             reason: format!("a decode worker holds no rate within the SLO ({})", d.limit),
         });
+    }
+
+    // Prefill workers: prompts only, within the TTFT limit less the transfer and the decode
+    // worker's first token — for each prefill layout tried.
+    let mut pools = Vec::new();
+    let mut rejected = None;
+    for prefill_layout in &prefill_layouts {
+        match prefill_pool(prefill_layout, calibration, request, decode_first_s) {
+            Ok(pool) => pools.push(pool),
+            Err(why) => rejected = Some(why),
+        }
+    }
+    if pools.is_empty() {
+        return Err(rejected.unwrap_or(LayoutRejected {
+            reason: "no prefill layout".into(),
+        }));
     }
 
     let output = request.workload.output_tokens.mean();
@@ -161,7 +180,8 @@ pub fn predict_disaggregated(
     let deployment = |pool: &PrefillPool, split: PdSplit| {
         let rate =
             (f64::from(split.prefill) * pool.rate).min(f64::from(split.decode) * decode_rate);
-        let cycle_s = pool.ttft_s + pool.transfer_s + (output - 1.0).max(0.0) * tpot_s + think_s;
+        let ttft_s = pool.ttft_s + pool.transfer_s + decode_first_s;
+        let cycle_s = ttft_s + (output - 1.0).max(0.0) * tpot_s + think_s;
         Disaggregated {
             split,
             prefill_parallel: pool.parallel,
@@ -169,7 +189,8 @@ pub fn predict_disaggregated(
             prefill_rate: pool.rate,
             decode_rate,
             transfer_s: pool.transfer_s,
-            ttft_s: pool.ttft_s + pool.transfer_s,
+            decode_first_s,
+            ttft_s,
             tpot_s,
             rate,
             users: rate * cycle_s,
@@ -213,11 +234,13 @@ struct PrefillPool {
 }
 
 /// Predicts prefill workers of `layout`: prompt-only requests within the TTFT limit less the
-/// transfer of their KV (each prefill card sends its share).
+/// transfer of their KV (each prefill card sends its share) and the `after_s` the decode
+/// worker takes to its first token.
 fn prefill_pool(
     layout: &Layout,
     calibration: &Calibration,
     request: &PredictRequest,
+    after_s: f64,
 ) -> Result<PrefillPool, LayoutRejected> {
     let slo = request.slo;
     let fit = memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
@@ -226,18 +249,20 @@ fn prefill_pool(
         fit.kv_bytes_per_token_per_card,
         request.workload.input_tokens.mean(),
     );
-    if transfer_s >= slo.ttft_s {
+    if transfer_s + after_s >= slo.ttft_s {
         return Err(LayoutRejected {
             reason: format!(
-                "moving a prompt's KV cache takes {:.0} ms, the whole TTFT limit",
-                transfer_s * 1e3
+                "moving a prompt's KV cache ({:.0} ms) and the decode worker's first token \
+                 ({:.0} ms) take the whole TTFT limit",
+                transfer_s * 1e3,
+                after_s * 1e3
             ),
         });
     }
     let mut prefill = request.clone();
     prefill.workload.output_tokens = TokenLengths::Fixed { tokens: 1 };
     prefill.slo = Slo {
-        ttft_s: slo.ttft_s - transfer_s,
+        ttft_s: slo.ttft_s - transfer_s - after_s,
         tpot_s: None,
         e2e_s: None,
         ..slo
@@ -411,7 +436,7 @@ mod tests {
             "TP1 does not hold 70 B on 80 GB"
         );
         let per_card = |l: &Layout| {
-            let pool = prefill_pool(l, &calibration, &req).unwrap();
+            let pool = prefill_pool(l, &calibration, &req, 0.0).unwrap();
             pool.rate / f64::from(l.parallel.cards())
         };
         assert!(per_card(&candidates[1]) > per_card(&candidates[0]));

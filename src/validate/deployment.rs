@@ -126,8 +126,14 @@ impl Deployment {
     /// A disaggregated deployment under a closed loop of users: the decode pool's workers
     /// each run their share of the users with every prompt's KV in place (TPOT); the prefill
     /// pool's workers each run theirs with one-token outputs, each user away for the rest of
-    /// its request — the transfer and the decode — before its next prompt (TTFT, to which the
-    /// transfer adds). The router is taken to spread users evenly.
+    /// its request — the transfer and the decode — before its next prompt. The first token the
+    /// client sees comes from the decode worker once the KV has arrived (Dynamo routes the
+    /// prompt to a prefill worker as a one-token request and streams from the decode worker;
+    /// vLLM's decode side recomputes the prompt's last token, TensorRT-LLM's emits it at the
+    /// request's first scheduling): TTFT is the prefill worker's, plus the transfer, plus the
+    /// decode worker's own wait for its first token (its queue and an iteration; means added,
+    /// so the percentiles are the prefill worker's shifted by the other two means). The router
+    /// is taken to spread users evenly.
     fn simulate_pools(
         &self,
         catalog: &Catalog,
@@ -160,7 +166,9 @@ impl Deployment {
         )?;
         let tpot = decode.level.tpot.map_or(0.0, |t| t.mean);
         let transfer = self.kv_transfer_s(catalog, pools)?;
-        let away = (self.output_tokens.mean() - 1.0).max(0.0) * tpot + transfer;
+        let decode_first = decode.level.ttft.mean;
+        let after_prefill = transfer + decode_first;
+        let away = (self.output_tokens.mean() - 1.0).max(0.0) * tpot + after_prefill;
         let (prefill_users, prefill_sample) = share(pools.prefill_workers);
         let prefill = self.simulate_worker(
             catalog,
@@ -172,14 +180,14 @@ impl Deployment {
         let mut level = decode.level;
         let first = prefill.level.ttft;
         level.ttft = Summary {
-            mean: first.mean + transfer,
-            p50: first.p50 + transfer,
-            p90: first.p90 + transfer,
-            p95: first.p95 + transfer,
-            p99: first.p99 + transfer,
+            mean: first.mean + after_prefill,
+            p50: first.p50 + after_prefill,
+            p90: first.p90 + after_prefill,
+            p95: first.p95 + after_prefill,
+            p99: first.p99 + after_prefill,
             ..first
         };
-        let e2e = level.ttft.mean + away - transfer;
+        let e2e = level.ttft.mean + away - after_prefill;
         level.e2e = Summary {
             mean: e2e,
             ..level.e2e

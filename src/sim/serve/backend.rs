@@ -1,13 +1,13 @@
 //! What serves a request: one engine (aggregated serving), or a disaggregated deployment —
-//! prefill workers that compute each prompt and its first token, then hand the prompt's KV
-//! cache over the network to decode workers that generate the rest (NVIDIA Dynamo, llm-d,
-//! SGLang PD).
+//! prefill workers that compute each prompt, then hand its KV cache over the network to
+//! decode workers that generate the reply (NVIDIA Dynamo, llm-d, SGLang PD).
 //!
-//! A disaggregated request is relayed: submitted to the prefill worker with the fewest
-//! requests in hand as a one-token request, its first token streamed to the client as soon as
-//! it comes; then, after the KV transfer's time, submitted to the least busy decode worker
-//! with the whole prompt already in its cache (the engine recomputes only the prompt's last
-//! partial block), whose tokens follow. Each worker is an engine of its own on one clock, so a
+//! A disaggregated request is relayed as Dynamo routes one: submitted to the prefill worker
+//! with the fewest requests in hand as a one-token request (whose token the client does not
+//! see, unless that one token is the whole reply); then, after the KV transfer's time, to the
+//! least busy decode worker with the whole prompt already in its cache (the engine recomputes
+//! only the prompt's last partial block), which streams every token of the reply, the first
+//! included — so TTFT holds the prefill, the transfer and the decode worker's first iteration. Each worker is an engine of its own on one clock, so a
 //! prompt never waits behind a decode batch and a decode batch never stalls for a prompt —
 //! what a probe of `capplan serve --pd` measures.
 
@@ -166,10 +166,12 @@ impl Backend {
                 total.counters.prompt_tokens = prefill.counters.prompt_tokens;
                 total.counters.cached_prompt_tokens = prefill.counters.cached_prompt_tokens;
                 total.counters.admitted = prefill.counters.admitted;
-                total.counters.finished = total
-                    .counters
-                    .finished
-                    .saturating_sub(pools.handed_over.load(Ordering::Relaxed));
+                // A handed-over request finished once, on its decode worker, and the token
+                // its prefill worker sampled was not sent (the decode worker sends them all).
+                let handed_over = pools.handed_over.load(Ordering::Relaxed);
+                total.counters.finished = total.counters.finished.saturating_sub(handed_over);
+                total.counters.generated_tokens =
+                    total.counters.generated_tokens.saturating_sub(handed_over);
                 total
             }
         }
@@ -243,7 +245,8 @@ impl Pools {
         let (client, receiver) = mpsc::unbounded_channel();
         let pools = Arc::clone(pools);
         tokio::spawn(async move {
-            let prefilled = relay(&mut first, &client).await;
+            let alone = request.output_tokens <= 1;
+            let prefilled = relay(&mut first, &client, alone).await;
             pools.prefill[prefill_at]
                 .in_hand
                 .fetch_sub(1, Ordering::Relaxed);
@@ -251,7 +254,7 @@ impl Pools {
                 pools.release(request.id);
                 return;
             };
-            if request.output_tokens <= 1 {
+            if alone {
                 let _ = client.send(TokenEvent::Finished {
                     output_tokens: 1,
                     virtual_s,
@@ -272,7 +275,6 @@ impl Pools {
             let decode = &pools.decode[decode_at];
             pools.hold(request.id, Pool::Decode, decode_at);
             let Some(mut rest) = decode.handle.submit(EngineRequest {
-                output_tokens: request.output_tokens - 1,
                 cached_tokens: request.input_tokens,
                 ..request
             }) else {
@@ -281,7 +283,7 @@ impl Pools {
             };
             decode.in_hand.fetch_add(1, Ordering::Relaxed);
             pools.handed_over.fetch_add(1, Ordering::Relaxed);
-            if let Some(virtual_s) = relay(&mut rest, &client).await {
+            if let Some(virtual_s) = relay(&mut rest, &client, true).await {
                 let _ = client.send(TokenEvent::Finished {
                     output_tokens: 0,
                     virtual_s,
@@ -294,16 +296,22 @@ impl Pools {
     }
 }
 
-/// Forwards one worker's tokens to the client until that worker finishes (returning the
-/// engine time it finished at) or refuses, or the client goes (`None` for both).
+/// Forwards one worker's tokens to the client (with `forward`; else only waits for them)
+/// until that worker finishes (returning the engine time it finished at) or refuses, or the
+/// client goes (`None` for both).
 async fn relay(
     from: &mut mpsc::UnboundedReceiver<TokenEvent>,
     client: &mpsc::UnboundedSender<TokenEvent>,
+    forward: bool,
 ) -> Option<f64> {
     loop {
         match from.recv().await? {
             TokenEvent::Tokens { count, virtual_s } => {
-                client.send(TokenEvent::Tokens { count, virtual_s }).ok()?;
+                if forward {
+                    client.send(TokenEvent::Tokens { count, virtual_s }).ok()?;
+                } else if client.is_closed() {
+                    return None;
+                }
             }
             TokenEvent::Finished { virtual_s, .. } => return Some(virtual_s),
             refused @ TokenEvent::Refused(_) => {
