@@ -17,7 +17,7 @@ use capplan::report::memory::MemoryReport;
 use capplan::report::{render, Report};
 use capplan::sim::calibration_file::Calibrations;
 use capplan::sim::engine::EngineOptions;
-use capplan::sim::predict::{engine_for, Calibration, Layout};
+use capplan::sim::predict::{Calibration, Layout};
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{start, RunningServer, ServeConfig};
 use capplan::{plan, report};
@@ -292,7 +292,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The simulated engine of a probe's layout, serving in the background.
+/// The simulated deployment of a probe's layout (its workers and speculative decoding, as
+/// the probe records them), serving in the background.
 async fn start_simulator(
     catalog: &Catalog,
     config: &ProbeConfig,
@@ -303,6 +304,12 @@ async fn start_simulator(
     let card = catalog.card(&config.layout.card)?;
     // The simulator runs what `predict` predicts by default: the vLLM profile.
     let profile = catalog.engine(DEFAULT_ENGINE)?;
+    let parallel = capplan::catalog::Parallelism {
+        tp: config.layout.tp,
+        pp: config.layout.pp,
+        dp: config.layout.attention_dp,
+        ep: config.layout.ep,
+    };
     let layout = Layout {
         interconnect: config.layout.interconnect.clone(),
         memory: MemoryOptions {
@@ -310,7 +317,8 @@ async fn start_simulator(
             ..MemoryOptions::default()
         },
         ..Layout::on_card(model, card, config.layout.tp)
-    };
+    }
+    .with_parallel(parallel, None);
     let calibration = Calibration::for_engine(
         card,
         &config.layout.interconnect,
@@ -318,14 +326,20 @@ async fn start_simulator(
         &catalog.operators,
     );
     let options = EngineOptions::for_card(profile, card);
-    let (engine, _) = engine_for(&layout, &calibration, &options, true)
-        .map_err(|rejected| capplan::InputError::value(format!("cannot simulate: {rejected}")))?;
+    // The deployment the probe says it measures: its workers and its speculative decoding.
+    let engines = commands::serve::engines_for(
+        &layout,
+        &calibration,
+        &options,
+        config.layout.pd,
+        config.layout.speculation.as_ref(),
+    )?;
     let rules = faults
         .iter()
         .map(|f| f.parse())
         .collect::<Result<Vec<_>, _>>()?;
     let server = start(
-        engine,
+        engines,
         ServeConfig {
             host: "127.0.0.1".into(),
             port: 0,

@@ -211,6 +211,53 @@ fn levels_carry_the_servers_scraped_counters() {
     );
 }
 
+/// `probe --sim` runs the deployment the probe says it measures — here one prefill and one
+/// decode worker speculating — records it in run.json, and streams every reply whole (the
+/// decode worker's accepted runs never overshoot a reply's length).
+#[test]
+fn a_simulated_probe_runs_and_records_the_deployment_it_names() {
+    let out = common::scratch("probe-pd");
+    let run = common::capplan(&[
+        "probe",
+        "--sim",
+        "--model",
+        "llama-3.1-8b",
+        "--card",
+        "H100-SXM",
+        "--ttft",
+        "10s",
+        "--concurrency",
+        "2",
+        "--warmup",
+        "2",
+        "--window",
+        "20",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--pd",
+        "1:1",
+        "--speculative",
+        "eagle:2@0.6",
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = common::json(&run);
+    let step = &report["steps"][0];
+    assert_eq!(step["output_tokens_mean"], 16.0, "{step}");
+    assert_eq!(step["server_metrics"]["engine"], "capplan");
+    let dir = std::path::PathBuf::from(report["run_dir"].as_str().unwrap());
+    let run_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let layout = &run_json["config"]["layout"];
+    assert_eq!(layout["pd"]["decode"], 1, "{layout}");
+    assert_eq!(layout["speculation"]["draft_tokens"], 2, "{layout}");
+}
+
 /// The layout and SLO the prefix-cache test probes and predicts.
 const L4_8B: [&str; 6] = ["--model", "llama-3.1-8b", "--card", "L4", "--ttft", "10s"];
 

@@ -4,24 +4,29 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use capplan::catalog::PdSplit;
 use capplan::catalog::{memory_fit_layout, Catalog};
 use capplan::sim::disagg::kv_transfer_s;
-use capplan::sim::engine::{Engine, SpeculativeStep};
+use capplan::sim::engine::{Engine, EngineOptions, SpeculativeStep};
 use capplan::sim::predict::{engine_for, Calibration, Layout};
 use capplan::sim::serve::backend::KvTransfer;
 use capplan::sim::serve::fault::FaultPlan;
 use capplan::sim::serve::{serve, Engines, ServeConfig};
+use capplan::workload::Speculation;
 
 use crate::cli::ServeArgs;
 
-/// Serves `layout` until Ctrl-C, printing the URL first.
-pub fn run(
-    catalog: &Catalog,
-    args: &ServeArgs,
+/// The engines that serve `layout`: one, or with `pd` its prefill and decode workers with the
+/// KV transfer between them; each running `speculation` when given (its drafter's weights
+/// taken from the KV cache). Refuses pipeline stages (one engine runs one batch at a time),
+/// an empty pool and a layout that does not fit.
+pub fn engines_for(
     layout: &Layout,
     calibration: &Calibration,
-) -> anyhow::Result<ExitCode> {
-    let profile = args.engine.profile(catalog)?;
+    options: &EngineOptions,
+    pd: Option<PdSplit>,
+    speculation: Option<&Speculation>,
+) -> anyhow::Result<Engines> {
     if layout.parallel.pp > 1 {
         return Err(capplan::InputError::value(format!(
             "--pp {}: capplan serve runs each worker as one engine and does not simulate \
@@ -30,22 +35,20 @@ pub fn run(
         ))
         .into());
     }
-    let options = args.engine.options(profile, layout.card);
-    let speculation = args.speculative.resolve(None, &[layout.model], catalog)?;
     let mut layout = layout.clone();
-    if let Some(speculation) = &speculation {
+    if let Some(speculation) = speculation {
         layout.memory.drafter = speculation.draft_weights();
     }
     let layout = &layout;
     let engine = || -> anyhow::Result<Engine> {
-        let (mut engine, _) = engine_for(layout, calibration, &options, true)
+        let (mut engine, _) = engine_for(layout, calibration, options, true)
             .map_err(|rejected| capplan::InputError::value(format!("cannot serve: {rejected}")))?;
-        let speculative = (speculation.as_ref())
-            .map(|speculation| SpeculativeStep::new(speculation, engine.perf()));
+        let speculative =
+            speculation.map(|speculation| SpeculativeStep::new(speculation, engine.perf()));
         engine.set_speculation(speculative);
         Ok(engine)
     };
-    let engines = match args.pd {
+    Ok(match pd {
         None => Engines::Aggregated(Box::new(engine()?)),
         Some(split) => {
             if let Some(problem) = split.problem() {
@@ -71,7 +74,20 @@ pub fn run(
                 },
             }
         }
-    };
+    })
+}
+
+/// Serves `layout` until Ctrl-C, printing the URL first.
+pub fn run(
+    catalog: &Catalog,
+    args: &ServeArgs,
+    layout: &Layout,
+    calibration: &Calibration,
+) -> anyhow::Result<ExitCode> {
+    let profile = args.engine.profile(catalog)?;
+    let options = args.engine.options(profile, layout.card);
+    let speculation = args.speculative.resolve(None, &[layout.model], catalog)?;
+    let engines = engines_for(layout, calibration, &options, args.pd, speculation.as_ref())?;
     let config = ServeConfig {
         host: args.host.clone(),
         port: args.port,
