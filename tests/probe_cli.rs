@@ -150,13 +150,10 @@ async fn credentials_reach_the_server_and_no_file_or_output() {
     assert!(!resumed.stderr.contains(PASSWORD));
 }
 
-/// The server's Prometheus counters are scraped around each level: against `capplan serve`
-/// (in-process, `--sim`) the engine's finished-request counter and busy time show up per level
-/// in steps.csv and run.json; a busy share is a fraction of the level's time.
-#[test]
-fn levels_carry_the_servers_scraped_counters() {
-    let out = common::scratch("scrape");
-    let run = common::capplan(&[
+/// `probe --sim` of llama-3.1-8b on an H100 with 64-token prompts, 16-token replies, 2 warm-up
+/// and 20 counted requests a level into `out`, then `extra`; the JSON report.
+fn small_sim_probe(out: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
         "probe",
         "--sim",
         "--model",
@@ -165,8 +162,6 @@ fn levels_carry_the_servers_scraped_counters() {
         "H100-SXM",
         "--ttft",
         "10s",
-        "--concurrency",
-        "2,4",
         "--warmup",
         "2",
         "--window",
@@ -179,9 +174,20 @@ fn levels_carry_the_servers_scraped_counters() {
         out.to_str().unwrap(),
         "--format",
         "json",
-    ]);
+    ];
+    args.extend(extra);
+    let run = common::capplan(&args);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let report = common::json(&run);
+    common::json(&run)
+}
+
+/// The server's Prometheus counters are scraped around each level: against `capplan serve`
+/// (in-process, `--sim`) the engine's finished-request counter and busy time show up per level
+/// in steps.csv and run.json; a busy share is a fraction of the level's time.
+#[test]
+fn levels_carry_the_servers_scraped_counters() {
+    let out = common::scratch("scrape");
+    let report = small_sim_probe(&out, &["--concurrency", "2,4"]);
     for step in report["steps"].as_array().unwrap() {
         let scraped = &step["server_metrics"];
         assert_eq!(scraped["engine"], "capplan", "{step}");
@@ -217,36 +223,17 @@ fn levels_carry_the_servers_scraped_counters() {
 #[test]
 fn a_simulated_probe_runs_and_records_the_deployment_it_names() {
     let out = common::scratch("probe-pd");
-    let run = common::capplan(&[
-        "probe",
-        "--sim",
-        "--model",
-        "llama-3.1-8b",
-        "--card",
-        "H100-SXM",
-        "--ttft",
-        "10s",
-        "--concurrency",
-        "2",
-        "--warmup",
-        "2",
-        "--window",
-        "20",
-        "--input-tokens",
-        "64",
-        "--output-tokens",
-        "16",
-        "--pd",
-        "1:1",
-        "--speculative",
-        "eagle:2@0.6",
-        "--out",
-        out.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let report = common::json(&run);
+    let report = small_sim_probe(
+        &out,
+        &[
+            "--concurrency",
+            "2",
+            "--pd",
+            "1:1",
+            "--speculative",
+            "eagle:2@0.6",
+        ],
+    );
     let step = &report["steps"][0];
     assert_eq!(step["output_tokens_mean"], 16.0, "{step}");
     assert_eq!(step["server_metrics"]["engine"], "capplan");
