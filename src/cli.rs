@@ -182,13 +182,13 @@ impl ImportArgs {
         if let Some(problem) = parallel.problem(model) {
             return Err(capplan::InputError::value(problem));
         }
+        let (pd, speculation) = self.deployment.resolve(model, catalog)?;
         Ok(capplan::store::import::run::ImportContext {
             model: model.name.clone(),
             card: card.name.clone(),
-            tp: self.tp,
             parallel,
-            pd: self.deployment.pd,
-            speculation: self.deployment.speculation(model, catalog)?,
+            pd,
+            speculation,
             interconnect,
             instances_per_node: self.instances_per_node,
             cards_per_node: self.cards_per_node,
@@ -463,16 +463,16 @@ pub struct DeploymentFlags {
 }
 
 impl DeploymentFlags {
-    /// The speculation checked against `model`, and the split checked.
-    pub fn speculation(
+    /// The split and the speculation, each checked (the speculation against `model`).
+    pub fn resolve(
         &self,
         model: &capplan::catalog::Model,
         catalog: &capplan::catalog::Catalog,
-    ) -> Result<Option<Speculation>, capplan::InputError> {
+    ) -> Result<(Option<PdSplit>, Option<Speculation>), capplan::InputError> {
         if let Some(problem) = self.pd.and_then(|pd| pd.problem()) {
             return Err(capplan::InputError::value(problem));
         }
-        self.speculative.resolve(None, &[model], catalog)
+        Ok((self.pd, self.speculative.resolve(None, &[model], catalog)?))
     }
 }
 
@@ -642,11 +642,13 @@ impl SpeculativeArgs {
                  models); a drafter belongs to its model",
             ));
         }
-        let mut resolved = speculation.clone();
+        // Checked against every model; what it resolves to (a draft model's size) is the
+        // same for each.
+        let mut resolved = None;
         for model in models {
-            resolved = speculation.clone().resolve(model, catalog)?;
+            resolved = Some(speculation.clone().resolve(model, catalog)?);
         }
-        Ok(Some(resolved))
+        Ok(resolved)
     }
 }
 
@@ -998,6 +1000,7 @@ impl ProbeArgs {
         if let Some(problem) = self.parallel.with_tp(self.tp).problem(model) {
             return Err(capplan::InputError::value(problem).into());
         }
+        let (pd, speculation) = self.deployment.resolve(model, catalog)?;
         let target = match (&self.url, self.sim) {
             (Some(url), _) => Target::Url {
                 url: redact_url(url),
@@ -1062,8 +1065,8 @@ impl ProbeArgs {
                 pp: self.parallel.pp,
                 ep: self.parallel.ep,
                 attention_dp: self.parallel.attention_dp,
-                pd: self.deployment.pd,
-                speculation: self.deployment.speculation(model, catalog)?,
+                pd,
+                speculation,
             },
             slo: Slo {
                 ttft_s: self.ttft.unwrap_or(f64::INFINITY),

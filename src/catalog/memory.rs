@@ -138,6 +138,12 @@ pub fn tp_problem(model: &Model, tp: u32) -> Option<String> {
     None
 }
 
+/// Why `model` cannot be laid out as `parallel` at all (a TP width its heads do not divide, an
+/// axis that does not divide the model), whatever the card; `None` when it can.
+pub fn layout_problem(model: &Model, parallel: &Parallelism) -> Option<String> {
+    tp_problem(model, parallel.tp).or_else(|| parallel.problem(model))
+}
+
 /// Fits `model` on `tp` cards of `card` (tensor parallelism alone), or says why it does not fit.
 pub fn memory_fit(
     model: &Model,
@@ -161,7 +167,7 @@ pub fn memory_fit_layout(
     options: &MemoryOptions,
 ) -> Result<MemoryFit, LayoutRejected> {
     let tp = parallel.tp;
-    if let Some(reason) = tp_problem(model, tp).or_else(|| parallel.problem(model)) {
+    if let Some(reason) = layout_problem(model, parallel) {
         return Err(LayoutRejected { reason });
     }
     let dtype = match options.dtype {

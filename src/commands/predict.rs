@@ -57,8 +57,7 @@ pub fn run(
             });
             if let Some(prefill) = &prefill {
                 if let Some(problem) =
-                    capplan::catalog::memory::tp_problem(layout.model, prefill.tp)
-                        .or_else(|| prefill.parallel.problem(layout.model))
+                    capplan::catalog::memory::layout_problem(layout.model, &prefill.parallel)
                 {
                     return Err(
                         capplan::InputError::value(format!("prefill workers: {problem}")).into(),

@@ -92,9 +92,10 @@ pub trait CapacityPredictor {
             .collect()
     }
 
-    /// The same layout as workers of a disaggregated deployment: the users one worker
-    /// holds (the deployment's over its workers) and the prefill:decode split chosen for the
-    /// SLO; `Err` says why there is none. By default: none.
+    /// The same layout as the decode workers of a disaggregated deployment: the users a
+    /// decode worker's worth of cards holds (the deployment's users per card, whatever its
+    /// prefill workers' layout) and the prefill:decode split chosen for the SLO; `Err` says why
+    /// there is none. By default: none.
     fn predict_disaggregated(
         &mut self,
         model: &Model,

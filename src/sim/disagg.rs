@@ -19,9 +19,10 @@
 //! `predict` runs (a stream of back-to-back requests that cannot overload the worker, so its
 //! throughput at C* is a rate the worker sustains). A prefill worker sustains `R_p` requests
 //! per second within the TTFT limit less the KV transfer and the decode side's first token
-//! (prompt-only requests: one output token); a decode worker sustains `R_d` within the TPOT limit (and admits each request
-//! within the TTFT limit), its requests arriving with their prompt's KV already in place (the
-//! engine's cache holds the whole prompt and computes its last token only). A deployment of `x` and `y` holds `min(x·R_p, y·R_d)`
+//! (prompt-only requests: one output token); a decode worker sustains `R_d` within the TPOT
+//! limit (and admits each request within its share of the TTFT limit), its requests arriving
+//! with their prompt's KV already in place (the engine's cache holds the whole prompt and
+//! computes its last token only). A deployment of `x` and `y` holds `min(x·R_p, y·R_d)`
 //! requests per second, and Little's law turns that rate into users: rate × (TTFT + transfer +
 //! (output − 1) × TPOT + think time). The `x:y` chosen is the one with the most users per card
 //! among up to eight workers of each kind.
@@ -61,7 +62,8 @@ pub struct Disaggregated {
     /// One prefill worker's layout, and one decode worker's.
     pub prefill_parallel: Parallelism,
     pub decode_parallel: Parallelism,
-    /// Requests per second one prefill worker holds within the TTFT limit less the transfer.
+    /// Requests per second one prefill worker holds within the TTFT limit less the transfer
+    /// and the decode side's first token.
     pub prefill_rate: f64,
     /// Requests per second one decode worker holds within the TPOT limit.
     pub decode_rate: f64,
@@ -70,7 +72,8 @@ pub struct Disaggregated {
     /// The decode worker's wait for a request's first token once its KV is in place (its
     /// queue and an iteration), mean, seconds.
     pub decode_first_s: f64,
-    /// Mean TTFT (prefill worker's, plus the transfer) and TPOT at those rates, seconds.
+    /// Mean TTFT (the prefill worker's, the transfer and the decode side's first token) and
+    /// TPOT at those rates, seconds.
     pub ttft_s: f64,
     pub tpot_s: f64,
     /// Requests per second and concurrent users the whole deployment holds.
@@ -116,7 +119,7 @@ pub fn predict_disaggregated(
                     .into(),
         });
     };
-    memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
+    // (The decode layout's memory fit is checked by its prediction below.)
     let prefill_layouts = match prefill {
         Some(given) => vec![given.clone()],
         None => prefill_layouts(layout),
@@ -224,7 +227,7 @@ pub fn predict_disaggregated(
 }
 
 /// The prefill pool of one layout: what one worker sustains within the TTFT limit less the
-/// KV transfer.
+/// KV transfer and the decode side's first token.
 struct PrefillPool {
     parallel: Parallelism,
     rate: f64,

@@ -369,12 +369,14 @@ impl Engine {
         self.speculative = speculative.filter(|s| s.milli_tokens > 1000 || s.draft_tokens > 0);
     }
 
+    /// Tokens a decode step yields per sequence, in thousandths.
+    fn milli_tokens(&self) -> u64 {
+        self.speculative.map_or(1000, |spec| spec.milli_tokens)
+    }
+
     /// Tokens each decoding sequence has gained from the decode clock's start to step `clock`.
     fn tokens_at(&self, clock: u64) -> u64 {
-        match self.speculative {
-            Some(spec) => clock * spec.milli_tokens / 1000,
-            None => clock,
-        }
+        clock * self.milli_tokens() / 1000
     }
 
     /// Tokens a sequence that entered decoding at clock `start` has gained since.
@@ -385,13 +387,7 @@ impl Engine {
     /// The first decode step at which a sequence entering at clock `start` with `remaining`
     /// tokens to go has them all.
     fn finish_step(&self, start: u64, remaining: u64) -> u64 {
-        match self.speculative {
-            Some(spec) => {
-                let target = self.tokens_at(start) + remaining;
-                (target * 1000).div_ceil(spec.milli_tokens)
-            }
-            None => start + remaining,
-        }
+        ((self.tokens_at(start) + remaining) * 1000).div_ceil(self.milli_tokens())
     }
 
     /// Queues a request; refuses one that could never fit.
@@ -611,7 +607,7 @@ impl Engine {
             return false;
         }
         outcome.time = self.perf.step_time(&work);
-        if let (Some(spec), true) = (self.speculative, decoding > 0) {
+        if let Some(spec) = self.speculative.filter(|_| decoding > 0) {
             // The drafter's passes run before the verifying forward pass, one after another.
             let draft = self.perf.draft_time(
                 decoding as f64,

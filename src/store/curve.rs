@@ -27,7 +27,8 @@ pub struct CurveLayout {
     pub cards_per_node: Option<u32>,
     /// Instances sharing one card behind the run's URL (1 normally).
     pub instances_per_card: u32,
-    /// Each instance's (each worker's) layout; `tp` is its width.
+    /// Each instance's (each worker's) layout; `tp` is its width. (`tp` above stays beside it:
+    /// fit reports have always carried it there.)
     pub parallel: Parallelism,
     /// A disaggregated deployment behind the URL: P prefill and D decode workers.
     pub pd: Option<PdSplit>,

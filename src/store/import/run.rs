@@ -16,8 +16,7 @@ use crate::workload::{ThinkTime, TokenLengths};
 pub struct ImportContext {
     pub model: String,
     pub card: String,
-    pub tp: u32,
-    /// The layout beyond `tp` (pipeline stages, expert ranks, attention replicas).
+    /// The layout: tensor-parallel width, pipeline stages, expert ranks, attention replicas.
     pub parallel: crate::catalog::Parallelism,
     /// A disaggregated deployment: P prefill and D decode workers of that layout.
     pub pd: Option<crate::catalog::PdSplit>,
@@ -40,13 +39,13 @@ pub fn write_import(
     imported: &Imported,
     context: &ImportContext,
 ) -> std::io::Result<PathBuf> {
-    let dir = create(out, &context.model, &context.card, context.tp)?;
+    let dir = create(out, &context.model, &context.card, context.parallel.tp)?;
     write_steps_csv(&dir.join(crate::store::curve::STEPS_FILE), &imported.levels)?;
     let mut config = serde_json::json!({
         "layout": {
             "model": context.model,
             "card": context.card,
-            "tp": context.tp,
+            "tp": context.parallel.tp,
             "interconnect": context.interconnect,
             "instances_per_node": context.instances_per_node,
             "cards_per_node": context.cards_per_node,
