@@ -169,6 +169,16 @@ fn an_import_records_the_deployment_and_plans_it_per_worker() {
         4.0
     );
 
+    // Calibration compares a curve with one simulated instance: the deployment is left out,
+    // and says why, rather than fitted as if one aggregated instance had served it.
+    let calibrated = capplan(&["calibrate", "--dry-run", "--format", "json", &run_dir]);
+    assert_eq!(calibrated.code, 0, "{}", calibrated.stderr);
+    let skipped = json(&calibrated)["skipped"].to_string();
+    assert!(
+        skipped.contains("disaggregated deployment (1P:1D)"),
+        "{skipped}"
+    );
+
     // A layout the model cannot take, or a split without workers: exit 2, nothing written.
     for (extra, says) in [(&["--ep", "2"][..], "dense"), (&["--pd", "0:2"][..], "0:2")] {
         let before = std::fs::read_dir(&out).unwrap().count();
@@ -223,4 +233,52 @@ fn the_wrong_tool_or_a_missing_file_exits_2() {
     ]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("nowhere"), "{}", run.stderr);
+}
+
+#[test]
+fn calibration_simulates_the_layout_a_run_recorded() {
+    // The same measured levels recorded once as TP 2 and once as TP 2 with EP 2: calibrating
+    // on them starts from different simulations (the expert layout changes the step), so the
+    // layout the run names is the one simulated, not TP alone.
+    let before = |extra: &[&str]| {
+        let out = scratch(&format!("import-calibrate-{}", extra.len()));
+        let mut args = vec![
+            "--measurements",
+            out.to_str().unwrap(),
+            "import",
+            "--from",
+            "evalscope",
+        ];
+        let fixture = fixture("evalscope/v1.14.1-closed-loop");
+        args.push(fixture.to_str().unwrap());
+        args.extend([
+            "--model",
+            "qwen3-30b-a3b",
+            "--card",
+            "H100-SXM",
+            "--tp",
+            "2",
+            "--format",
+            "json",
+        ]);
+        args.extend(extra);
+        let imported = capplan(&args);
+        assert_eq!(imported.code, 0, "{}", imported.stderr);
+        let run_dir = json(&imported)["run_dir"].as_str().unwrap().to_string();
+        let calibrated = capplan(&[
+            "calibrate",
+            "--dry-run",
+            "--iterations",
+            "1",
+            "--format",
+            "json",
+            &run_dir,
+        ]);
+        assert_eq!(calibrated.code, 0, "{}", calibrated.stderr);
+        json(&calibrated)["cards"][0]["fit"]["median_error_before"]
+            .as_f64()
+            .expect("a calibrated card")
+    };
+    let (tensor, experts) = (before(&[]), before(&["--ep", "2"]));
+    assert!((tensor - experts).abs() > 1e-3, "{tensor} vs {experts}");
 }

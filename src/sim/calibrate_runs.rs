@@ -9,10 +9,11 @@ use super::calibrate_curves::{calibrate_curves, CurveCalibration, CurveObservati
 use super::calibration_file::StoredCalibration;
 use super::engine::EngineOptions;
 use super::predict::{Calibration, Layout};
-use crate::catalog::memory::MemoryOptions;
+use crate::catalog::memory::{DraftWeights, MemoryOptions};
 use crate::catalog::names::find;
 use crate::catalog::{Catalog, EngineProfile};
 use crate::store::curve::MeasuredCurve;
+use crate::workload::Speculation;
 
 /// One card's calibration and what it was fitted on.
 #[derive(Debug, Clone, Serialize)]
@@ -82,20 +83,52 @@ pub fn calibrate_runs(
             ));
             continue;
         };
+        // A curve is compared with one simulated engine behind the URL; a deployment of
+        // several workers, or several instances sharing a card, is not that engine.
+        if let Some(split) = layout.pd {
+            skipped.push(format!(
+                "{origin}: a disaggregated deployment ({split}) is not used to calibrate yet \
+                 (one aggregated instance per curve)"
+            ));
+            continue;
+        }
+        if layout.instances_per_card > 1 {
+            skipped.push(format!(
+                "{origin}: {} instances share each card; only one instance per card is used \
+                 to calibrate",
+                layout.instances_per_card
+            ));
+            continue;
+        }
         let interconnect = layout
             .interconnect
             .clone()
             .unwrap_or_else(|| card.interconnect.clone());
         let step = Calibration::for_engine(card, &interconnect, engine, &catalog.operators);
+        // The instance as it ran: its parallelism on the node shape it names (or the largest
+        // of the card's), the drafter's weights beside the model's.
+        let node = catalog
+            .nodes_of(card)
+            .filter(|n| {
+                layout
+                    .cards_per_node
+                    .is_none_or(|cards| n.cards_per_node == cards)
+            })
+            .max_by_key(|n| n.cards_per_node);
         let observation = CurveObservation {
             layout: Layout {
                 interconnect,
                 memory: MemoryOptions {
                     memory_utilization: engine.memory_utilization,
+                    drafter: workload
+                        .speculation
+                        .as_ref()
+                        .map_or(DraftWeights::None, Speculation::draft_weights),
                     ..MemoryOptions::default()
                 },
                 ..Layout::on_card(model, card, layout.tp)
-            },
+            }
+            .with_parallel(layout.parallel, node),
             workload,
             engine: EngineOptions::for_card(engine, card),
             step,
