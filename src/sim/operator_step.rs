@@ -82,9 +82,10 @@ pub struct OperatorStep {
     /// Sliding-window attention (gpt-oss): the window in tokens and the share of layers
     /// that use it.
     sliding: Option<(f64, f64)>,
-    /// The measured fused-MoE curve this layout's expert layers read: expert format and
-    /// model shape (`fp8_block`, `h7168.i2048.k8.e256`), when the tables hold one.
-    moe_table: Option<(String, String)>,
+    /// The measured fused-MoE curve this layout's expert layers read, when the tables hold
+    /// one: expert format, model shape (`fp8_block`, `h7168.i2048.k8.e256`) and the experts'
+    /// (tp, ep) it was measured at.
+    moe_table: Option<MoeCurve>,
     tp: u32,
     /// The whole layout: attention replicas divide each step's tokens, expert ranks the
     /// experts, pipeline stages hand activations on.
@@ -504,14 +505,9 @@ impl OperatorStep {
     fn experts_us(&self, m: f64, local: f64) -> f64 {
         let shared = self.expert_gemm_us(local, self.shared_up_n, self.hidden)
             + self.expert_gemm_us(local, self.hidden, self.shared_down_k);
-        let measured = self.moe_table.as_ref().and_then(|(dtype, shape)| {
-            self.tables.moe_us(
-                dtype,
-                shape,
-                self.parallel.moe_tp(),
-                self.parallel.ep.max(1),
-                m,
-            )
+        let measured = self.moe_table.as_ref().and_then(|curve| {
+            self.tables
+                .moe_us(&curve.dtype, &curve.shape, curve.tp, curve.ep, m)
         });
         if let Some(measured) = measured {
             return measured + self.shared_experts * shared;
@@ -681,15 +677,32 @@ fn fallback_all_reduce_us(tp: u32, bytes: f64) -> f64 {
     2.0 * tp.log2() * 10.0 + 2.0 * (tp - 1.0) / tp * bytes / 150e9 * 1e6
 }
 
-/// The measured fused-MoE variant for `model`'s experts in `expert_dtype` at `parallel`'s
-/// expert layout: block-scaled FP8 first (the published FP8 mixtures are), MXFP4 kernels first for a checkpoint shipped in MXFP4 (gpt-oss), NVFP4 first otherwise.
+/// A measured fused-MoE curve: expert format, model shape and the experts' layout.
+#[derive(Debug, Clone, PartialEq)]
+struct MoeCurve {
+    dtype: String,
+    shape: String,
+    tp: u32,
+    ep: u32,
+}
+
+/// The fused-MoE curve that times `parallel`'s expert layers in `expert_dtype`, if measured:
+/// block-scaled FP8 first (the published FP8 mixtures are), MXFP4 kernels first for a
+/// checkpoint shipped in MXFP4 (gpt-oss), NVFP4 first otherwise.
+/// Experts split by tensor parallelism over t cards (each holds a 1/t slice of every expert)
+/// are timed, where only expert parallelism over the same t cards was measured (each holds
+/// 1/t of the experts whole), from that: each card holds and streams the same share of the
+/// experts' weights and does the same share of their multiplies; the exchange that differs
+/// (all-reduce against all-to-all) is timed apart. AIConfigurator measured gpt-oss-120b's
+/// MXFP4 experts under TensorRT-LLM on B200 and H200 at EP 1–128 only, while its deployments
+/// run them at TP 2–8 too.
 fn moe_variant(
     tables: &OperatorTables,
     expert_dtype: Dtype,
     model: &Model,
     parallel: &Parallelism,
     shape: &str,
-) -> Option<(String, String)> {
+) -> Option<MoeCurve> {
     let measured = tables.moe_dtypes(shape);
     let mxfp4 = model
         .expert_dtype
@@ -705,15 +718,25 @@ fn moe_variant(
         Dtype::Int4 => vec!["int4_wo", "w4a16_mxfp4"],
         Dtype::Int8 => vec![],
     };
-    wanted
-        .into_iter()
-        .find(|name| {
-            measured.iter().any(|m| m == name)
-                && tables
-                    .moe_us(name, shape, parallel.moe_tp(), parallel.ep.max(1), 1.0)
-                    .is_some()
-        })
-        .map(|name| (name.to_string(), shape.to_string()))
+    let (tp, ep) = (parallel.moe_tp(), parallel.ep.max(1));
+    let mut layouts = vec![(tp, ep)];
+    if tp > 1 {
+        layouts.push((1, tp * ep));
+    }
+    layouts.into_iter().find_map(|(tp, ep)| {
+        wanted
+            .iter()
+            .find(|name| {
+                measured.iter().any(|m| m == *name)
+                    && tables.moe_us(name, shape, tp, ep, 1.0).is_some()
+            })
+            .map(|name| MoeCurve {
+                dtype: name.to_string(),
+                shape: shape.to_string(),
+                tp,
+                ep,
+            })
+    })
 }
 
 /// Which GEMM timing serves weights in `dtype` on these tables.
@@ -968,5 +991,41 @@ mod tests {
         assert_eq!(fp8.expert_gemm, fp8.gemm);
         let bf16 = on_h200("gpt-oss-120b", 2, Some(Dtype::Bf16));
         assert_eq!(bf16.expert_gemm, bf16.gemm);
+    }
+
+    #[test]
+    fn tensor_split_experts_are_timed_from_the_same_cards_expert_split() {
+        // TensorRT-LLM's gpt-oss-120b experts on B200 were measured at EP 1–128 only. At
+        // TP 4 each card holds a quarter of every expert: the same bytes and multiplies per
+        // card as a quarter of the experts whole, so the EP 4 curve times it.
+        let catalog = Catalog::shipped().unwrap();
+        let tables = catalog.operators.get("b200_sxm", "trtllm").unwrap().clone();
+        let model = catalog.model("gpt-oss-120b").unwrap();
+        let step = |parallel: Parallelism| {
+            OperatorStep::new(
+                tables.clone(),
+                model,
+                &parallel,
+                Dtype::Bf16,
+                Dtype::Fp4,
+                Dtype::Bf16,
+                8000.0,
+            )
+            .unwrap()
+        };
+        let tensor = step(Parallelism::tensor(4));
+        let curve = tensor.moe_table.clone().expect("a measured curve");
+        assert_eq!((curve.tp, curve.ep), (1, 4), "{curve:?}");
+        assert_eq!(curve.dtype, "w4a8_mxfp4_mxfp8");
+        let experts = step(Parallelism {
+            ep: 4,
+            ..Parallelism::tensor(4)
+        });
+        assert_eq!(experts.moe_table, tensor.moe_table);
+        // A layout measured as it is keeps its own curve.
+        assert_eq!(
+            step(Parallelism::tensor(1)).moe_table.map(|c| (c.tp, c.ep)),
+            Some((1, 1))
+        );
     }
 }
