@@ -105,7 +105,8 @@ pub struct ValidateArgs {
     pub roofline: bool,
     /// How benchmarks' closed-loop users start when their rows are simulated: `together`
     /// (all at once, each next request after a few ms of client jitter, as AIPerf's
-    /// concurrency mode runs) or `staggered` (spread over one request cycle: steady state)
+    /// concurrency mode runs; a source measured on time windows keeps them) or `staggered`
+    /// (spread over one request cycle: steady state)
     #[arg(long, default_value = "together", value_name = "MODE")]
     pub benchmark_start: String,
     /// With `--benchmark-start together`: the most a simulated client waits before each next

@@ -76,11 +76,8 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     if let Some(start) = start {
         for source in &mut sources {
             for comparison in &mut source.comparisons {
-                if matches!(
-                    comparison.arrivals,
-                    capplan::sim::virtual_run::Arrivals::Closed { .. }
-                ) {
-                    comparison.sample.start = start;
+                if let capplan::sim::virtual_run::Arrivals::Closed { users } = comparison.arrivals {
+                    comparison.sample = restarted(comparison.sample, start, users);
                 }
             }
         }
@@ -179,4 +176,29 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
         static_batch,
         details: args.details,
     })
+}
+
+/// `sample` with its users started as `start` asks: a time-windowed sample keeps its windows
+/// under a new jitter, and becomes a counted one (two warm-up rounds, 20 measured) under
+/// another start; a counted sample keeps its counts.
+fn restarted(
+    sample: capplan::validate::deployment::Sample,
+    start: capplan::sim::predict::ClosedStart,
+    users: u32,
+) -> capplan::validate::deployment::Sample {
+    use capplan::sim::predict::ClosedStart;
+    use capplan::validate::deployment::Sample;
+    match (sample.start, start) {
+        (
+            ClosedStart::Windows {
+                window_ms, windows, ..
+            },
+            ClosedStart::Together { jitter_s },
+        ) => Sample::time_windows(window_ms, windows, jitter_s),
+        (ClosedStart::Windows { .. }, _) => Sample {
+            start,
+            ..Sample::benchmark(users, capplan::validate::silicon::BENCHMARK_ROUNDS, 0.0)
+        },
+        _ => Sample { start, ..sample },
+    }
 }

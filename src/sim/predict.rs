@@ -448,6 +448,13 @@ pub enum ClosedStart {
     /// benchmark's concurrency mode starts its workers — for the warm-up and again, once it
     /// has drained, for the measured requests ([`Phases::Drained`]).
     Together { jitter_s: f64 },
+    /// All at once with no warm-up, measured over Perf Analyzer's time windows
+    /// ([`Phases::Windows`]), each next request after up to `jitter_s`.
+    Windows {
+        window_ms: u32,
+        windows: u32,
+        jitter_s: f64,
+    },
 }
 
 /// About how long one user's cycle lasts at `users` concurrency — a prompt's prefill, its
@@ -491,7 +498,9 @@ pub fn evaluate_arrivals(
         (Arrivals::Closed { users }, ClosedStart::Staggered) => {
             (request_cycle_s(&engine, &request.workload, users), 0.0)
         }
-        (_, ClosedStart::Together { jitter_s }) => (0.0, jitter_s),
+        (_, ClosedStart::Together { jitter_s } | ClosedStart::Windows { jitter_s, .. }) => {
+            (0.0, jitter_s)
+        }
         _ => (0.0, 0.0),
     };
     let spec = RunSpec {
@@ -506,6 +515,9 @@ pub fn evaluate_arrivals(
         request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
         phases: match start {
             ClosedStart::Together { .. } => Phases::Drained,
+            ClosedStart::Windows {
+                window_ms, windows, ..
+            } => Phases::Windows { window_ms, windows },
             ClosedStart::Staggered => Phases::Continuous,
         },
     };

@@ -99,6 +99,57 @@ pub enum Phases {
     /// each is counted — the first wave, started together, and the last, with fewer in
     /// flight, included.
     Drained,
+    /// Perf Analyzer's time windows (GenAI-Perf before its warm-up option, which runs on
+    /// Perf Analyzer): every user starts at once with no warm-up, and the requests that
+    /// finish within `windows` consecutive windows of `window_ms` are measured, whenever they
+    /// were sent — so with requests longer than a window, the first wave, started together,
+    /// is most of what is measured. While a window would hold no finished request, the
+    /// interval is lengthened by `window_ms` (Perf Analyzer stops with "Please use a larger
+    /// time window" and the run is repeated with a longer one; the client does the same
+    /// whatever the interval, so one simulated run answers for every length).
+    Windows { window_ms: u32, windows: u32 },
+}
+
+/// Where a [`Phases::Windows`] measurement stands: the interval tried so far.
+#[derive(Debug, Clone, Copy)]
+struct WindowClock {
+    step_s: f64,
+    length_s: f64,
+    windows: u32,
+}
+
+impl WindowClock {
+    fn new(window_ms: u32, windows: u32) -> WindowClock {
+        let step_s = f64::from(window_ms.max(1)) * 1e-3;
+        WindowClock {
+            step_s,
+            length_s: step_s,
+            windows: windows.max(1),
+        }
+    }
+
+    /// When the measurement ends: the last window's close.
+    fn end_s(&self) -> f64 {
+        self.length_s * f64::from(self.windows)
+    }
+
+    /// Whether the measurement is over at `now`, given every finish time so far: the
+    /// windows have all closed and each holds a finish. A window without one lengthens the
+    /// interval.
+    fn settled(&mut self, now: f64, finishes: &[f64]) -> bool {
+        while now >= self.end_s() {
+            let length = self.length_s;
+            let filled = (0..self.windows).all(|i| {
+                let (from, to) = (f64::from(i) * length, f64::from(i + 1) * length);
+                finishes.iter().any(|&f| f >= from && f < to)
+            });
+            if filled {
+                return true;
+            }
+            self.length_s += self.step_s;
+        }
+        false
+    }
 }
 
 /// A client on the same network reads a response and sends the next request within about a
@@ -225,15 +276,23 @@ pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>)
     } else {
         crate::workload::PrefixShare::NONE
     };
-    let drained =
-        spec.phases == Phases::Drained && matches!(spec.arrivals, Arrivals::Closed { .. });
+    let closed = matches!(spec.arrivals, Arrivals::Closed { .. });
+    let drained = spec.phases == Phases::Drained && closed;
+    let mut windows = match spec.phases {
+        Phases::Windows { window_ms, windows } if closed => {
+            Some(WindowClock::new(window_ms, windows))
+        }
+        _ => None,
+    };
     // Requests sent so far in the current phase, and accepted ones not yet finished, for the
     // drained phases.
     let mut issued = sends.len();
     let mut running = 0usize;
-    if drained && spec.warmup_requests == 0 {
+    if (drained && spec.warmup_requests == 0) || windows.is_some() {
         window_start = Some(0.0);
     }
+    let mut windows_over = false;
+    let mut finish_times: Vec<f64> = Vec::new();
     let mut outcome = StepOutcome::default();
     loop {
         // Submit every send whose request has reached the engine by now.
@@ -242,7 +301,9 @@ pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>)
                 break;
             }
             sends.pop();
-            let measured = window_start.is_some() && measured_sent < spec.measured_requests;
+            // Under time windows every request may be measured: when it finishes decides.
+            let measured = window_start.is_some()
+                && (windows.is_some() || measured_sent < spec.measured_requests);
             if measured {
                 measured_sent += 1;
             }
@@ -278,9 +339,11 @@ pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>)
             }
         }
 
-        if measured_sent >= spec.measured_requests
-            && measured_done.len() >= measured_sent
-            && window_start.is_some()
+        if windows_over
+            || (windows.is_none()
+                && measured_sent >= spec.measured_requests
+                && measured_done.len() >= measured_sent
+                && window_start.is_some())
         {
             break;
         }
@@ -315,7 +378,13 @@ pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>)
             if !drained && window_start.is_none() && completed >= spec.warmup_requests {
                 window_start = Some(now);
             }
-            if request.measured {
+            if let Some(clock) = windows.as_mut() {
+                if clock.settled(now, &finish_times) {
+                    windows_over = true;
+                }
+                finish_times.push(now);
+            }
+            if request.measured && !windows_over {
                 measured_done.push(RequestTiming {
                     arrival: request.arrival,
                     first_token: request.first_token.unwrap_or(now),
@@ -376,7 +445,23 @@ pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>)
         }
     }
 
-    let start = window_start.unwrap_or(0.0);
+    let mut start = window_start.unwrap_or(0.0);
+    if let Some(clock) = windows {
+        // Only what finished inside the windows counts (a finish at the step that settled
+        // them may be past their end).
+        measured_done.retain(|r| r.finish < clock.end_s());
+        // Time windows count whole requests: their tokens over the span from the first one
+        // sent to the last one finished (GenAI-Perf's output token throughput).
+        window_tokens = measured_done
+            .iter()
+            .map(|r| u64::from(r.output_tokens))
+            .sum();
+        start = measured_done
+            .iter()
+            .map(|r| r.arrival)
+            .fold(f64::INFINITY, f64::min)
+            .min(start.max(0.0));
+    }
     let end = measured_done.iter().map(|r| r.finish).fold(start, f64::max);
     RunResult {
         requests: measured_done,
@@ -607,6 +692,76 @@ mod tests {
                 .fold(0.0, f64::max)
         };
         assert!((first_wave_ttft(&result) - first_wave_ttft(&cold)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_window_without_a_finish_lengthens_the_interval() {
+        // 10 s windows, three of them.
+        let mut clock = WindowClock::new(10_000, 3);
+        assert!(!clock.settled(25.0, &[]));
+        // Finishes at 25 and 29 s: [0, 10) is empty, so 20 s windows; [20, 40) holds both,
+        // [0, 20) neither: 30 s windows, then [0, 30) holds them and [30, 60) none yet.
+        assert!(!clock.settled(61.0, &[25.0, 29.0]));
+        assert!((clock.length_s - 30.0).abs() < 1e-9, "{}", clock.length_s);
+        assert!(!clock.settled(61.0, &[25.0, 29.0, 31.0]));
+        // A finish in the third window settles it once it has closed.
+        assert!(clock.settled(95.0, &[25.0, 29.0, 31.0, 61.0, 70.0]));
+        assert!((clock.end_s() - 90.0).abs() < 1e-9);
+        // Had the third window closed empty, the interval would have grown again.
+        let mut clock = WindowClock::new(10_000, 3);
+        assert!(!clock.settled(95.0, &[25.0, 29.0, 31.0]));
+        assert!(clock.length_s > 30.0);
+    }
+
+    #[test]
+    fn time_windows_measure_the_cold_starts_first_wave_of_long_requests() {
+        let workload = |output: u32| Workload {
+            input_tokens: TokenLengths::Fixed { tokens: 512 },
+            output_tokens: TokenLengths::Fixed { tokens: output },
+            think_time: ThinkTime::NONE,
+            prefix_share: PrefixShare::NONE,
+            speculation: None,
+        };
+        let run = |output: u32, window_ms: u32| {
+            let mut spec = spec(Arrivals::Closed { users: 8 }, ThinkTime::NONE);
+            spec.workload = workload(output);
+            spec.phases = Phases::Windows {
+                window_ms,
+                windows: 3,
+            };
+            spec.warmup_requests = 0;
+            spec.measured_requests = usize::MAX;
+            run_virtual(&mut engine(), &spec)
+        };
+        // Requests far longer than a window: the interval grows to about one request's
+        // length, and the three windows hold the first three waves — the first of them sent
+        // together at the start, every user's request in it.
+        let long = run(2000, 100);
+        let e2e = long
+            .requests
+            .iter()
+            .map(RequestTiming::e2e)
+            .fold(0.0, f64::max);
+        assert!(
+            e2e > 1.0,
+            "requests of {e2e} s are longer than the 0.1 s windows"
+        );
+        let first_wave = long.requests.iter().filter(|r| r.arrival == 0.0).count();
+        assert_eq!(first_wave, 8);
+        assert!(long.requests.len() <= 3 * 8, "{}", long.requests.len());
+        // Short requests: several rounds, every one finished inside the three windows.
+        let short = run(16, 1000);
+        let rounds = short.requests.len() / 8;
+        assert!(rounds >= 3, "{} requests", short.requests.len());
+        assert!(short.requests.iter().any(|r| r.arrival > 0.0));
+        assert!(short.requests.iter().all(|r| r.finish < 3.0 + 1e-9));
+        // Throughput counts the measured requests' tokens over their span.
+        let tokens: u64 = short
+            .requests
+            .iter()
+            .map(|r| u64::from(r.output_tokens))
+            .sum();
+        assert_eq!(short.output_tokens_in_window, tokens);
     }
 
     #[test]

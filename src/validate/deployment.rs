@@ -84,6 +84,24 @@ impl Sample {
     /// each next request leaves after up to `jitter_s` of client-side delay.
     ///
     /// [`Phases::Drained`]: crate::sim::virtual_run::Phases::Drained
+    /// GenAI-Perf on Perf Analyzer's time windows ([`Phases::Windows`]): `users` workers
+    /// started together with no warm-up, the requests finishing within `windows` windows of
+    /// `window_ms` measured.
+    ///
+    /// [`Phases::Windows`]: crate::sim::virtual_run::Phases::Windows
+    pub fn time_windows(window_ms: u32, windows: u32, jitter_s: f64) -> Sample {
+        Sample {
+            warmup: 0,
+            // Which requests count is decided by when they finish.
+            measured: usize::MAX,
+            start: ClosedStart::Windows {
+                window_ms,
+                windows,
+                jitter_s,
+            },
+        }
+    }
+
     pub fn benchmark(users: u32, rounds: usize, jitter_s: f64) -> Sample {
         let users = users.max(1) as usize;
         Sample {
@@ -151,7 +169,7 @@ impl Deployment {
             let per = users.div_ceil(workers.max(1));
             let sample = Sample {
                 warmup: sample.warmup / users as usize * per as usize,
-                measured: rounds * per as usize,
+                measured: rounds.saturating_mul(per as usize),
                 ..sample
             };
             (Arrivals::Closed { users: per }, sample)

@@ -31,7 +31,25 @@ pub struct SweepFile {
     pub fit_card: Option<&'static str>,
     /// How the rows are split, said in the report.
     pub split: &'static str,
+    /// How the client measured each level.
+    pub client: SweepClient,
 }
+
+/// How a sweep's client measured a level.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SweepClient {
+    /// A count of requests after a drained warm-up (AIPerf; GenAI-Perf with
+    /// `--warmup-request-count`): [`Sample::benchmark`].
+    Counted,
+    /// GenAI-Perf on Perf Analyzer's time windows, no warm-up: [`Sample::time_windows`].
+    TimeWindows { window_ms: u32, windows: u32 },
+}
+
+/// GenAI-Perf's measurement interval when none is given, ms, and Perf Analyzer's windows
+/// per measurement (a stability percentage of 999, GenAI-Perf's default, accepts the first
+/// three).
+pub const GENAI_PERF_WINDOW_MS: u32 = 10_000;
+pub const PERF_ANALYZER_WINDOWS: u32 = 3;
 
 pub const FILES: [SweepFile; 2] = [
     SweepFile {
@@ -45,6 +63,12 @@ pub const FILES: [SweepFile; 2] = [
         fit_card: Some("H100-SXM"),
         split: "by GPU: the trtllm-0.x profile's overheads are fitted on the DGX H100 rows \
                 (`validate --fit`), the DGX A100 rows held out",
+        // GenAI-Perf of 2024, stability percentage 999 (its default) in every row: time
+        // windows from a cold start, the interval not stated (its default taken).
+        client: SweepClient::TimeWindows {
+            window_ms: GENAI_PERF_WINDOW_MS,
+            windows: PERF_ANALYZER_WINDOWS,
+        },
     },
     SweepFile {
         name: "NIM 1.8.0 published sweep, Llama-3.3-70B fp8 on 2 × H100",
@@ -54,6 +78,7 @@ pub const FILES: [SweepFile; 2] = [
         assumptions: "H100 taken as SXM (the page does not say); TensorRT-LLM profile defaults",
         fit_card: None,
         split: "none fitted: every row held out",
+        client: SweepClient::Counted,
     },
 ];
 
@@ -182,7 +207,14 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
             arrivals: Arrivals::Closed {
                 users: row.concurrency,
             },
-            sample: Sample::benchmark(row.concurrency, BENCHMARK_ROUNDS, CLIENT_JITTER_S),
+            sample: match file.client {
+                SweepClient::Counted => {
+                    Sample::benchmark(row.concurrency, BENCHMARK_ROUNDS, CLIENT_JITTER_S)
+                }
+                SweepClient::TimeWindows { window_ms, windows } => {
+                    Sample::time_windows(window_ms, windows, CLIENT_JITTER_S)
+                }
+            },
             concurrency: f64::from(row.concurrency),
             measured,
             sweep: format!(
