@@ -90,10 +90,28 @@ fn silicon_rows_keep_their_split_and_the_summary_matches_the_rows() {
 
 #[test]
 fn static_batches_hold_each_gpu_out_in_turn() {
-    let run = capplan(&["validate", "--source", "static-batch", "--format", "json"]);
+    let run = capplan(&[
+        "validate",
+        "--source",
+        "static-batch",
+        "--details",
+        "--format",
+        "json",
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let report = json(&run);
     let score = &report["static_batch"];
+    // --details lists every timed row once, as predicted with its GPU held out.
+    let details = score["details"].as_array().expect("every row");
+    assert_eq!(details.len() as u64, score["timed"].as_u64().unwrap());
+    assert!(details.iter().all(|r| {
+        r["first_token_predicted_ms"]
+            .as_f64()
+            .is_some_and(|v| v > 0.0)
+            && r["token_to_token_predicted_ms"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0)
+    }));
     let by_gpu = score["by_gpu"].as_array().expect("per GPU");
     // Seven GPUs in the table, all in the catalog.
     assert_eq!(by_gpu.len(), 7, "{by_gpu:?}");

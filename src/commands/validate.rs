@@ -166,7 +166,11 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
         eprintln!("wrote {} bands to {}", bands.len(), path.display());
     }
     let static_batch = if wanted("static-batch") {
-        Some(static_batch::score(catalog, catalog.engine("trtllm")?)?)
+        Some(static_batch::score(
+            catalog,
+            catalog.engine("trtllm")?,
+            args.details,
+        )?)
     } else {
         None
     };

@@ -282,6 +282,58 @@ impl Report for ValidationReport {
                 table.rows.push(row);
             }
             tables.push(table);
+            if self.details && !score.details.is_empty() {
+                tables.push(Table {
+                    caption: Some(
+                        "Static batches, every row predicted with its GPU held out \
+                         (latencies in ms: measured / predicted)"
+                            .into(),
+                    ),
+                    headers: [
+                        "GPU",
+                        "model",
+                        "precision",
+                        "tp",
+                        "batch",
+                        "in",
+                        "out",
+                        "first token",
+                        "error",
+                        "token to token",
+                        "error",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                    rows: score
+                        .details
+                        .iter()
+                        .map(|r| {
+                            let error = |predicted: f64, measured: f64| {
+                                signed(predicted / measured.max(1e-9) - 1.0)
+                            };
+                            vec![
+                                r.gpu.clone(),
+                                r.model.clone(),
+                                r.precision.clone(),
+                                r.tp.to_string(),
+                                r.batch_size.to_string(),
+                                r.input_tokens.to_string(),
+                                r.output_tokens.to_string(),
+                                format!(
+                                    "{:.1} / {:.1}",
+                                    r.first_token_ms, r.first_token_predicted_ms
+                                ),
+                                error(r.first_token_predicted_ms, r.first_token_ms),
+                                format!(
+                                    "{:.2} / {:.2}",
+                                    r.token_to_token_ms, r.token_to_token_predicted_ms
+                                ),
+                                error(r.token_to_token_predicted_ms, r.token_to_token_ms),
+                            ]
+                        })
+                        .collect(),
+                });
+            }
             if let (Some(first), Some(t2t)) = (&score.first_token, &score.token_to_token) {
                 notes.push(format!(
                     "Static batches, every GPU held out in turn: first-token latency median |error| {} \

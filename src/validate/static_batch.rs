@@ -240,6 +240,50 @@ fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepPara
     }
 }
 
+/// One row predicted with the GPU it ran on held out: what `validate --details` lists.
+#[derive(Debug, Clone, Serialize)]
+pub struct StaticRowResult {
+    pub gpu: String,
+    pub model: String,
+    pub precision: String,
+    pub tp: u32,
+    pub batch_size: u32,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    pub first_token_ms: f64,
+    pub first_token_predicted_ms: f64,
+    pub token_to_token_ms: f64,
+    pub token_to_token_predicted_ms: f64,
+}
+
+/// `rows` predicted under `p`, with their measurements.
+fn row_results(
+    catalog: &Catalog,
+    engine: &EngineProfile,
+    rows: &[&Timed],
+    p: StepParameters,
+) -> Vec<StaticRowResult> {
+    rows.iter()
+        .filter_map(|timed| {
+            let (first, t2t) = predict(catalog, engine, timed, p)?;
+            let row = &timed.row;
+            Some(StaticRowResult {
+                gpu: timed.card.clone(),
+                model: timed.model.clone(),
+                precision: row.precision.clone(),
+                tp: row.tp,
+                batch_size: row.batch_size,
+                input_tokens: row.input_tokens,
+                output_tokens: row.output_tokens,
+                first_token_ms: row.first_token_latency_ms?,
+                first_token_predicted_ms: first * 1e3,
+                token_to_token_ms: row.token_to_token_latency_ms?,
+                token_to_token_predicted_ms: t2t * 1e3,
+            })
+        })
+        .collect()
+}
+
 /// One held-out group's score.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldOutScore {
@@ -264,10 +308,18 @@ pub struct StaticBatchScore {
     /// Over all held-out GPUs together.
     pub first_token: Option<ErrorStats>,
     pub token_to_token: Option<ErrorStats>,
+    /// Every row as predicted with its GPU held out, when details were asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<StaticRowResult>,
 }
 
-/// Scores the fixture under `engine` (TensorRT-LLM's profile).
-pub fn score(catalog: &Catalog, engine: &EngineProfile) -> Result<StaticBatchScore, InputError> {
+/// Scores the fixture under `engine` (TensorRT-LLM's profile); with `details`, keeps every
+/// row's prediction (its GPU held out).
+pub fn score(
+    catalog: &Catalog,
+    engine: &EngineProfile,
+    details: bool,
+) -> Result<StaticBatchScore, InputError> {
     let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut timed = Vec::new();
@@ -301,40 +353,45 @@ pub fn score(catalog: &Catalog, engine: &EngineProfile) -> Result<StaticBatchSco
             operators: card.operators.is_some(),
         });
     }
-    let held_out = |by: &str, key: fn(&Timed) -> String| -> (Vec<HeldOutScore>, Vec<(f64, f64)>) {
-        let mut keys: Vec<String> = timed.iter().map(key).collect();
-        keys.sort();
-        keys.dedup();
-        let mut scores = Vec::new();
-        let mut all = Vec::new();
-        for held in keys {
-            let training: Vec<&Timed> = timed.iter().filter(|t| key(t) != held).collect();
-            let testing: Vec<&Timed> = timed.iter().filter(|t| key(t) == held).collect();
-            let parameters = fit(catalog, engine, training);
-            let errors = errors(catalog, engine, &testing, parameters);
-            let first: Vec<f64> = errors.iter().map(|e| e.0).collect();
-            let t2t: Vec<f64> = errors.iter().map(|e| e.1).collect();
-            all.extend(errors.iter().copied());
-            let with_operators = testing.iter().filter(|t| t.operators).count();
-            scores.push(HeldOutScore {
-                by: by.to_string(),
-                held_out: held,
-                basis_class: if with_operators == testing.len() {
-                    "measured operators".into()
-                } else if with_operators == 0 {
-                    "roofline".into()
-                } else {
-                    "mixed".into()
-                },
-                parameters,
-                first_token: ErrorStats::of(&first),
-                token_to_token: ErrorStats::of(&t2t),
-            });
-        }
-        (scores, all)
-    };
-    let (by_gpu, all) = held_out("gpu", |t| t.card.clone());
-    let (by_model, _) = held_out("model", |t| t.model.clone());
+    let mut listed = Vec::new();
+    let mut held_out =
+        |by: &str, key: fn(&Timed) -> String, list: bool| -> (Vec<HeldOutScore>, Vec<(f64, f64)>) {
+            let mut keys: Vec<String> = timed.iter().map(key).collect();
+            keys.sort();
+            keys.dedup();
+            let mut scores = Vec::new();
+            let mut all = Vec::new();
+            for held in keys {
+                let training: Vec<&Timed> = timed.iter().filter(|t| key(t) != held).collect();
+                let testing: Vec<&Timed> = timed.iter().filter(|t| key(t) == held).collect();
+                let parameters = fit(catalog, engine, training);
+                if list {
+                    listed.extend(row_results(catalog, engine, &testing, parameters));
+                }
+                let errors = errors(catalog, engine, &testing, parameters);
+                let first: Vec<f64> = errors.iter().map(|e| e.0).collect();
+                let t2t: Vec<f64> = errors.iter().map(|e| e.1).collect();
+                all.extend(errors.iter().copied());
+                let with_operators = testing.iter().filter(|t| t.operators).count();
+                scores.push(HeldOutScore {
+                    by: by.to_string(),
+                    held_out: held,
+                    basis_class: if with_operators == testing.len() {
+                        "measured operators".into()
+                    } else if with_operators == 0 {
+                        "roofline".into()
+                    } else {
+                        "mixed".into()
+                    },
+                    parameters,
+                    first_token: ErrorStats::of(&first),
+                    token_to_token: ErrorStats::of(&t2t),
+                });
+            }
+            (scores, all)
+        };
+    let (by_gpu, all) = held_out("gpu", |t| t.card.clone(), details);
+    let (by_model, _) = held_out("model", |t| t.model.clone(), false);
     let first: Vec<f64> = all.iter().map(|e| e.0).collect();
     let t2t: Vec<f64> = all.iter().map(|e| e.1).collect();
     Ok(StaticBatchScore {
@@ -346,6 +403,7 @@ pub fn score(catalog: &Catalog, engine: &EngineProfile) -> Result<StaticBatchSco
         by_model,
         first_token: ErrorStats::of(&first),
         token_to_token: ErrorStats::of(&t2t),
+        details: listed,
     })
 }
 #[cfg(test)]
