@@ -35,6 +35,11 @@ fn import(out: &Path, tool: &str, path: &Path) -> serde_json::Value {
 /// `import` of the EvalScope closed-loop fixture (llama-3.1-8b on H100-SXM) into `out`'s
 /// run folders, then `extra`.
 fn import_evalscope(out: &Path, extra: &[&str]) -> common::Run {
+    import_evalscope_as(out, "llama-3.1-8b", extra)
+}
+
+/// The same import recorded as `model` on H100-SXM.
+fn import_evalscope_as(out: &Path, model: &str, extra: &[&str]) -> common::Run {
     let fixture = fixture("evalscope/v1.14.1-closed-loop");
     let mut args = vec![
         "--measurements",
@@ -44,7 +49,7 @@ fn import_evalscope(out: &Path, extra: &[&str]) -> common::Run {
         "evalscope",
         fixture.to_str().unwrap(),
         "--model",
-        "llama-3.1-8b",
+        model,
         "--card",
         "H100-SXM",
         "--format",
@@ -242,27 +247,8 @@ fn calibration_simulates_the_layout_a_run_recorded() {
     // layout the run names is the one simulated, not TP alone.
     let before = |extra: &[&str]| {
         let out = scratch(&format!("import-calibrate-{}", extra.len()));
-        let mut args = vec![
-            "--measurements",
-            out.to_str().unwrap(),
-            "import",
-            "--from",
-            "evalscope",
-        ];
-        let fixture = fixture("evalscope/v1.14.1-closed-loop");
-        args.push(fixture.to_str().unwrap());
-        args.extend([
-            "--model",
-            "qwen3-30b-a3b",
-            "--card",
-            "H100-SXM",
-            "--tp",
-            "2",
-            "--format",
-            "json",
-        ]);
-        args.extend(extra);
-        let imported = capplan(&args);
+        let imported =
+            import_evalscope_as(&out, "qwen3-30b-a3b", &[&["--tp", "2"][..], extra].concat());
         assert_eq!(imported.code, 0, "{}", imported.stderr);
         let run_dir = json(&imported)["run_dir"].as_str().unwrap().to_string();
         let calibrated = capplan(&[

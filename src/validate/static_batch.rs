@@ -57,7 +57,8 @@ pub fn read_rows(text: &str, origin: &str) -> Result<Vec<StaticRow>, InputError>
 #[derive(Debug, Clone)]
 struct Timed {
     row: StaticRow,
-    model: String,
+    /// The model as the benchmark ran it ([`fake_weight_routing`]), resolved once.
+    model: Model,
     card: String,
     dtype: Option<Dtype>,
     operators: bool,
@@ -131,8 +132,7 @@ fn predict(
     timed: &Timed,
     p: StepParameters,
 ) -> Option<(f64, f64)> {
-    let model = fake_weight_routing(catalog.model(&timed.model).ok()?);
-    let model = &model;
+    let model = &timed.model;
     let card = catalog.card(&timed.card).ok()?;
     let row = &timed.row;
     let layout = Layout {
@@ -173,6 +173,34 @@ fn predict(
     ))
 }
 
+/// `rows` that could be timed under `p`, each with its predicted (first token, token to
+/// token) latency in seconds.
+fn predictions<'a>(
+    catalog: &Catalog,
+    engine: &EngineProfile,
+    rows: &[&'a Timed],
+    p: StepParameters,
+) -> Vec<(&'a Timed, f64, f64)> {
+    rows.iter()
+        .filter_map(|&timed| {
+            let (first, t2t) = predict(catalog, engine, timed, p)?;
+            Some((timed, first, t2t))
+        })
+        .collect()
+}
+
+/// The relative errors of `predicted` rows: (first token, token to token) per row.
+fn relative_errors(predicted: &[(&Timed, f64, f64)]) -> Vec<(f64, f64)> {
+    predicted
+        .iter()
+        .filter_map(|&(timed, first, t2t)| {
+            let e1 = relative_error(first, timed.row.first_token_latency_ms? / 1e3)?;
+            let e2 = relative_error(t2t, timed.row.token_to_token_latency_ms? / 1e3)?;
+            Some((e1, e2))
+        })
+        .collect()
+}
+
 /// The relative errors of `rows` under `p`: (first token, token to token) per row.
 fn errors(
     catalog: &Catalog,
@@ -180,14 +208,7 @@ fn errors(
     rows: &[&Timed],
     p: StepParameters,
 ) -> Vec<(f64, f64)> {
-    rows.iter()
-        .filter_map(|timed| {
-            let (first, t2t) = predict(catalog, engine, timed, p)?;
-            let e1 = relative_error(first, timed.row.first_token_latency_ms? / 1e3)?;
-            let e2 = relative_error(t2t, timed.row.token_to_token_latency_ms? / 1e3)?;
-            Some((e1, e2))
-        })
-        .collect()
+    relative_errors(&predictions(catalog, engine, rows, p))
 }
 
 struct Problem<'a> {
@@ -256,20 +277,15 @@ pub struct StaticRowResult {
     pub token_to_token_predicted_ms: f64,
 }
 
-/// `rows` predicted under `p`, with their measurements.
-fn row_results(
-    catalog: &Catalog,
-    engine: &EngineProfile,
-    rows: &[&Timed],
-    p: StepParameters,
-) -> Vec<StaticRowResult> {
-    rows.iter()
-        .filter_map(|timed| {
-            let (first, t2t) = predict(catalog, engine, timed, p)?;
+/// `predicted` rows with their measurements.
+fn row_results(predicted: &[(&Timed, f64, f64)]) -> Vec<StaticRowResult> {
+    predicted
+        .iter()
+        .filter_map(|&(timed, first, t2t)| {
             let row = &timed.row;
             Some(StaticRowResult {
                 gpu: timed.card.clone(),
-                model: timed.model.clone(),
+                model: timed.model.name.clone(),
                 precision: row.precision.clone(),
                 tp: row.tp,
                 batch_size: row.batch_size,
@@ -347,7 +363,7 @@ pub fn score(
         };
         timed.push(Timed {
             row: row.clone(),
-            model: model.name.clone(),
+            model: fake_weight_routing(model),
             card: card.name.clone(),
             dtype,
             operators: card.operators.is_some(),
@@ -365,10 +381,11 @@ pub fn score(
                 let training: Vec<&Timed> = timed.iter().filter(|t| key(t) != held).collect();
                 let testing: Vec<&Timed> = timed.iter().filter(|t| key(t) == held).collect();
                 let parameters = fit(catalog, engine, training);
+                let predicted = predictions(catalog, engine, &testing, parameters);
                 if list {
-                    listed.extend(row_results(catalog, engine, &testing, parameters));
+                    listed.extend(row_results(&predicted));
                 }
-                let errors = errors(catalog, engine, &testing, parameters);
+                let errors = relative_errors(&predicted);
                 let first: Vec<f64> = errors.iter().map(|e| e.0).collect();
                 let t2t: Vec<f64> = errors.iter().map(|e| e.1).collect();
                 all.extend(errors.iter().copied());
@@ -391,7 +408,7 @@ pub fn score(
             (scores, all)
         };
     let (by_gpu, all) = held_out("gpu", |t| t.card.clone(), details);
-    let (by_model, _) = held_out("model", |t| t.model.clone(), false);
+    let (by_model, _) = held_out("model", |t| t.model.name.clone(), false);
     let first: Vec<f64> = all.iter().map(|e| e.0).collect();
     let t2t: Vec<f64> = all.iter().map(|e| e.1).collect();
     Ok(StaticBatchScore {
@@ -425,7 +442,7 @@ mod tests {
         };
         Timed {
             row,
-            model: catalog.model(model).unwrap().name.clone(),
+            model: fake_weight_routing(catalog.model(model).unwrap()),
             card: catalog.card(gpu).unwrap().name.clone(),
             dtype: Some(Dtype::Fp16),
             operators: true,
