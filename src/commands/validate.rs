@@ -168,7 +168,7 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     let static_batch = if wanted("static-batch") {
         Some(static_batch::score(
             catalog,
-            catalog.engine("trtllm")?,
+            catalog.engine("trtllm-0.x")?,
             args.details,
         )?)
     } else {

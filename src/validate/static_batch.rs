@@ -4,9 +4,12 @@
 //! at that batch size. It checks the step model itself, free of any scheduler.
 //!
 //! The step model is scored leave-one-out: for each GPU (and, separately, each model) the
-//! engine's overhead constants — and, for cards without measured operators, the roofline's
-//! compute and memory efficiencies — are fitted on the rows of the others, and the held-out
-//! GPU's rows are predicted with them.
+//! engine's overhead constants — per iteration, per sequence and per layer — and, for cards
+//! without measured operators, the roofline's compute and memory efficiencies are fitted on
+//! the rows of the others, and the held-out GPU's rows are predicted with them. The engine is
+//! TensorRT-LLM 0.9 (profile `trtllm-0.x`), which launched every kernel without CUDA graphs:
+//! the host's launches cost per layer, so a per-iteration constant alone came out too high
+//! for 32-layer models and too low for 80-layer ones.
 
 use std::collections::BTreeMap;
 
@@ -69,6 +72,8 @@ struct Timed {
 pub struct StepParameters {
     pub step_overhead_ms: f64,
     pub seq_overhead_us: f64,
+    /// Per layer of an iteration launched without a CUDA graph, µs.
+    pub eager_layer_us: f64,
     pub roofline_compute: f64,
     pub roofline_memory: f64,
 }
@@ -78,8 +83,9 @@ impl StepParameters {
         StepParameters {
             step_overhead_ms: p[0].exp().clamp(0.001, 100.0),
             seq_overhead_us: p[1].exp().clamp(0.001, 1000.0),
-            roofline_compute: p[2].exp().clamp(0.05, 1.0),
-            roofline_memory: p[3].exp().clamp(0.05, 1.0),
+            eager_layer_us: p[2].exp().clamp(0.001, 1000.0),
+            roofline_compute: p[3].exp().clamp(0.05, 1.0),
+            roofline_memory: p[4].exp().clamp(0.05, 1.0),
         }
     }
 
@@ -87,6 +93,7 @@ impl StepParameters {
         vec![
             self.step_overhead_ms.ln(),
             self.seq_overhead_us.ln(),
+            self.eager_layer_us.ln(),
             self.roofline_compute.ln(),
             self.roofline_memory.ln(),
         ]
@@ -153,6 +160,7 @@ fn predict(
         Calibration::for_engine(card, &card.interconnect, engine, &catalog.operators);
     calibration.efficiency.step_overhead_ms = p.step_overhead_ms;
     calibration.efficiency.seq_overhead_ms = p.seq_overhead_us / 1000.0;
+    calibration.efficiency.eager_layer_overhead_us = p.eager_layer_us;
     calibration.efficiency.compute = p.roofline_compute;
     calibration.efficiency.memory = p.roofline_memory;
     let options = EngineOptions::for_card(engine, card);
@@ -243,6 +251,7 @@ fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepPara
     let start = StepParameters {
         step_overhead_ms: engine.step_overhead_ms.max(0.01),
         seq_overhead_us: engine.seq_overhead_us.max(0.01),
+        eager_layer_us: engine.eager_layer_overhead_us.max(0.01),
         roofline_compute: 0.5,
         roofline_memory: 0.75,
     };
@@ -329,7 +338,7 @@ pub struct StaticBatchScore {
     pub details: Vec<StaticRowResult>,
 }
 
-/// Scores the fixture under `engine` (TensorRT-LLM's profile); with `details`, keeps every
+/// Scores the fixture under `engine` (`trtllm-0.x`, the engine it ran on); with `details`, keeps every
 /// row's prediction (its GPU held out).
 pub fn score(
     catalog: &Catalog,
@@ -477,6 +486,7 @@ mod tests {
         let p = StepParameters {
             step_overhead_ms: 1.5,
             seq_overhead_us: 20.0,
+            eager_layer_us: 0.0,
             roofline_compute: 0.5,
             roofline_memory: 0.7,
         };
