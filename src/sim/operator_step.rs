@@ -17,6 +17,7 @@
 //! plan varies.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -126,6 +127,9 @@ enum Projections {
 #[derive(Debug, Clone, Default)]
 struct Memo {
     layer: [Vec<Option<(f64, f64)>>; 2],
+    /// Layers whose busiest attention replica holds more than an even share of the tokens
+    /// (a prompt lives on one replica), by (tokens, the busiest replica's tokens).
+    uneven_layer: HashMap<(usize, usize), (f64, f64)>,
     lm_head: Vec<Option<f64>>,
 }
 
@@ -397,12 +401,18 @@ impl OperatorStep {
     /// One layer's weight GEMMs and communication for `m` tokens of the whole instance, µs
     /// (remembered by `m`). Attention replicas share the tokens evenly; the experts see all
     /// of them.
-    fn layer_us(&self, m: f64, graph: bool) -> (f64, f64) {
+    fn layer_us(&self, m: f64, local: f64, graph: bool) -> (f64, f64) {
         let key = m.round().max(1.0) as usize;
-        if let Some(known) = remembered(&self.memo.borrow().layer[usize::from(graph)], key) {
+        let even = local <= self.replica_tokens(m);
+        let local = local.max(self.replica_tokens(m));
+        let uneven_key = (key, local.round().max(1.0) as usize);
+        if even {
+            if let Some(known) = remembered(&self.memo.borrow().layer[usize::from(graph)], key) {
+                return known;
+            }
+        } else if let Some(&known) = self.memo.borrow().uneven_layer.get(&uneven_key) {
             return known;
         }
-        let local = self.replica_tokens(m);
         let mut gemm = match self.projections {
             Projections::Grouped { qkv_n, o_k } => {
                 self.gemm_us(local, qkv_n, self.hidden) + self.gemm_us(local, self.hidden, o_k)
@@ -438,21 +448,44 @@ impl OperatorStep {
         let communication = all_reduce
             + if experts && self.parallel.dp > 1 {
                 (1.0 - self.moe_layer_share) * all_reduce
-                    + self.moe_layer_share * self.expert_exchange_us(m)
+                    + self.moe_layer_share * self.expert_exchange_us(m, local)
             } else {
                 all_reduce
             };
-        remember(
-            &mut self.memo.borrow_mut().layer[usize::from(graph)],
-            key,
-            (gemm, communication),
-        );
+        let mut memo = self.memo.borrow_mut();
+        if even {
+            remember(
+                &mut memo.layer[usize::from(graph)],
+                key,
+                (gemm, communication),
+            );
+        } else {
+            memo.uneven_layer.insert(uneven_key, (gemm, communication));
+        }
         (gemm, communication)
     }
 
-    /// Tokens one attention replica processes out of the instance's `m`.
+    /// Tokens one attention replica processes out of the instance's `m`, shared evenly.
     fn replica_tokens(&self, m: f64) -> f64 {
         (m / f64::from(self.parallel.dp.max(1))).max(1.0)
+    }
+
+    /// Tokens of the step's busiest attention replica, `m` being the instance's. Each
+    /// request lives on one replica, so a prompt chunk is not split over them: with fewer
+    /// chunks than replicas, one replica runs a whole chunk through its attention
+    /// projections and dense layers while others have only their decodes, and the step
+    /// waits for it. (Shared evenly, one 8 192-token prompt on eight replicas came out as
+    /// eight 1 024-token ones.) Decodes are taken as spread evenly.
+    fn busiest_replica_tokens(&self, work: &StepWork, m: f64) -> f64 {
+        let dp = f64::from(self.parallel.dp.max(1));
+        let even = self.replica_tokens(m);
+        if dp <= 1.0 || work.prefill_chunks <= 0.0 {
+            return even;
+        }
+        let chunk = work.prefill_tokens / work.prefill_chunks;
+        let busiest =
+            (work.prefill_chunks / dp).ceil() * chunk + (m - work.prefill_tokens).max(0.0) / dp;
+        busiest.max(even)
     }
 
     /// An all-reduce of `bytes` over the attention's `tp` cards, µs: measured inside one
@@ -467,10 +500,22 @@ impl OperatorStep {
         // theirs captured in a graph and eager apart; TensorRT-LLM's one `custom` kernel
         // serves both), else NCCL's.
         let variant = if graph { "graph" } else { "eager" };
-        let measured = if inside > 1 {
-            [variant, "custom", "graph", "eager", "nccl"]
+        let variants = [variant, "custom", "graph", "eager", "nccl"];
+        let at = |cards: u32, bytes: f64| {
+            variants
                 .iter()
-                .find_map(|v| self.tables.all_reduce_us(v, inside, bytes))
+                .find_map(|v| self.tables.all_reduce_us(v, cards, bytes))
+        };
+        let measured = if inside > 1 {
+            at(inside, bytes)
+                .or_else(|| {
+                    // Not measured at this many cards: from the most cards measured below it.
+                    (2..inside).rev().find_map(|fewer| {
+                        let small = at(fewer, 1.0)?;
+                        let here = at(fewer, bytes)?;
+                        Some(scaled_all_reduce_us(fewer, inside, small, here))
+                    })
+                })
                 .unwrap_or_else(|| fallback_all_reduce_us(inside, bytes))
         } else {
             0.0
@@ -481,9 +526,13 @@ impl OperatorStep {
     /// Sending each of the instance's `m` tokens to the cards of its experts and the results
     /// back (two all-to-alls over a stage's cards), µs: FP8 activations out when the layout
     /// runs 8-bit or narrower (DeepEP and the engines' FP8 dispatch), 16-bit results back.
-    fn expert_exchange_us(&self, m: f64) -> f64 {
+    fn expert_exchange_us(&self, m: f64, local: f64) -> f64 {
         let ranks = self.parallel.stage_cards();
-        let per_rank = m / f64::from(ranks) * self.experts_per_token * self.hidden;
+        // The busiest replica's cards send the most; the exchange waits for them.
+        let per_rank = (m / f64::from(ranks))
+            .max(local * f64::from(self.parallel.dp.max(1)) / f64::from(ranks))
+            * self.experts_per_token
+            * self.hidden;
         let out = if matches!(self.gemm, GemmSource::Table(ref t) if t != "bf16") {
             1.0
         } else {
@@ -559,11 +608,11 @@ impl OperatorStep {
             return OperatorTime::default();
         }
         let graph = graph_batch.is_some() && work.prefill_tokens == 0.0;
-        let (gemm, communication) = self.layer_us(m, graph);
+        let local = self.busiest_replica_tokens(work, m);
+        let (gemm, communication) = self.layer_us(m, local, graph);
         // Attention replicas share the sequences; a prompt chunk runs on one of them, and the
         // step waits for the replica that has one.
         let dp = f64::from(self.parallel.dp.max(1));
-        let local = self.replica_tokens(m);
 
         let mut attention = 0.0;
         if work.prefill_chunks > 0.0 {
@@ -668,6 +717,21 @@ impl OperatorStep {
 
 /// The scale-up link assumed when a step model was given no fabric, GB/s both directions.
 const FALLBACK_LINK_GBS: f64 = 300.0;
+
+/// An all-reduce over `cards` inside one switched scale-up domain, from one measured over
+/// `fewer` cards of the same domain: `small_us` the measured time of the smallest message
+/// (its latency) and `measured_us` that of this message. The latency grows with the steps
+/// of the reduction (log₂ of the cards), the bytes each card moves with 2(n−1)/n of the
+/// message at the same per-card link rate. AIConfigurator measured GB200's and GB300's
+/// all-reduce at 2 and 4 GPUs only, while their NVLink domain holds 72; the generic fallback
+/// below took a TP 8 decode step of DeepSeek-V3 on GB200 to 7 ms of all-reduce where the
+/// same layout on B200, measured, takes 0.7 ms.
+fn scaled_all_reduce_us(fewer: u32, cards: u32, small_us: f64, measured_us: f64) -> f64 {
+    let (m, n) = (f64::from(fewer), f64::from(cards));
+    let latency = small_us.min(measured_us);
+    let moving = (measured_us - latency).max(0.0);
+    latency * n.log2() / m.log2() + moving * ((n - 1.0) / n) / ((m - 1.0) / m)
+}
 
 /// An all-reduce the tables do not hold (a TP size they were not measured at): ring
 /// all-reduce over NVLink-class links, 10 µs per hop plus 2(tp−1)/tp of the message at
@@ -800,6 +864,72 @@ mod tests {
         let mut work = StepWork::default();
         work.add_decode(batch, batch * context);
         work
+    }
+
+    fn deepseek(system: &str, parallel: Parallelism) -> OperatorStep {
+        let catalog = Catalog::shipped().unwrap();
+        let tables = (**catalog.operators.get(system, "trtllm").unwrap()).clone();
+        let model = catalog.model("deepseek-v3").unwrap();
+        OperatorStep::new(
+            Arc::new(tables),
+            model,
+            &parallel,
+            Dtype::Fp4,
+            Dtype::Fp4,
+            Dtype::Fp8,
+            8000.0,
+        )
+        .unwrap()
+    }
+
+    /// A request lives on one attention replica: one 8 192-token prompt on a layout of
+    /// eight replicas runs its projections and dense layers over all its tokens on one of
+    /// them, which costs several times what eight 1 024-token prompts, one per replica, do.
+    #[test]
+    fn a_lone_prompt_runs_on_one_attention_replica() {
+        let step = deepseek(
+            "b200_sxm",
+            Parallelism {
+                tp: 1,
+                pp: 1,
+                dp: 8,
+                ep: 8,
+            },
+        );
+        let mut lone = StepWork::default();
+        lone.add_prefill_chunk(0.0, 8192.0);
+        let mut spread = StepWork::default();
+        for _ in 0..8 {
+            spread.add_prefill_chunk(0.0, 1024.0);
+        }
+        let (lone, spread) = (step.time(&lone, None), step.time(&spread, None));
+        assert!(lone.gemm > 2.0 * spread.gemm, "{lone:?} vs {spread:?}");
+    }
+
+    /// GB200's all-reduce was measured at 2 and 4 GPUs only; at TP 8 inside its NVLink domain
+    /// it is scaled from the 4-GPU curve, and lands near B200's measured TP 8 one (the
+    /// generic fallback put it at ten times that).
+    #[test]
+    fn an_all_reduce_past_the_measured_sizes_is_scaled_from_the_largest() {
+        let tp8 = Parallelism {
+            tp: 8,
+            pp: 1,
+            dp: 1,
+            ep: 8,
+        };
+        let (gb200, b200) = (deepseek("gb200", tp8), deepseek("b200_sxm", tp8));
+        for bytes in [14_336.0, 14_336.0 * 1024.0] {
+            let (scaled, measured) = (
+                gb200.all_reduce_us(bytes, true),
+                b200.all_reduce_us(bytes, true),
+            );
+            assert!(
+                scaled > 0.5 * measured && scaled < 2.0 * measured,
+                "{bytes} B: {scaled} µs against B200's {measured} µs"
+            );
+        }
+        // Scaling to the measured size itself changes nothing.
+        assert_eq!(scaled_all_reduce_us(4, 4, 8.0, 20.0), 20.0);
     }
 
     #[test]

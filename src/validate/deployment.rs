@@ -46,6 +46,13 @@ pub struct Deployment {
     pub speculation: Option<Speculation>,
 }
 
+/// Rounds of simulating a disaggregated deployment's two pools against each other, at most.
+const POOL_ROUNDS: usize = 4;
+
+/// The change in a user's time on the prefill side (relative) below which the pools are
+/// taken as settled.
+const POOL_TOLERANCE: f64 = 0.03;
+
 /// The two pools of a disaggregated deployment: prefill workers compute prompts and hand
 /// their KV cache over the network to decode workers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,6 +60,10 @@ pub struct Pools {
     /// One prefill worker's layout.
     pub prefill: Parallelism,
     pub prefill_workers: u32,
+    /// The most requests a prefill worker takes into one iteration, when the deployment set
+    /// it (AIConfigurator's generated deployments give every prefill worker a batch of 1:
+    /// `prefill max_batch_size`, one prompt per iteration).
+    pub prefill_batch: Option<u32>,
     pub decode_workers: u32,
 }
 
@@ -175,26 +186,45 @@ impl Deployment {
             (Arrivals::Closed { users: per }, sample)
         };
         let (decode_users, decode_sample) = share(pools.decode_workers);
-        let decode = self.simulate_worker(
-            catalog,
-            Worker::decode(self),
-            decode_users,
-            decode_sample,
-            overheads,
-        )?;
-        let tpot = decode.level.tpot.map_or(0.0, |t| t.mean);
-        let transfer = self.kv_transfer_s(catalog, pools)?;
-        let decode_first = decode.level.ttft.mean;
-        let after_prefill = transfer + decode_first;
-        let away = (self.output_tokens.mean() - 1.0).max(0.0) * tpot + after_prefill;
         let (prefill_users, prefill_sample) = share(pools.prefill_workers);
-        let prefill = self.simulate_worker(
-            catalog,
-            Worker::prefill(self, pools.prefill, away),
-            prefill_users,
-            prefill_sample,
-            overheads,
-        )?;
+        let transfer = self.kv_transfer_s(catalog, pools)?;
+        // A user's cycle passes through both pools: its prompt waits and runs on a prefill
+        // worker, its KV moves, then it decodes. Each pool is simulated with its users away
+        // for the other's part of the cycle, and the two are solved together: when prefill
+        // is the bottleneck, fewer users are decoding at once than the client holds (and the
+        // other way round). Starting from no time on the prefill side, a few rounds settle.
+        let mut prefill_side = 0.0;
+        let mut settled = None;
+        for _ in 0..POOL_ROUNDS {
+            let decode = self.simulate_worker(
+                catalog,
+                Worker::decode(self, prefill_side),
+                decode_users,
+                decode_sample,
+                overheads,
+            )?;
+            let tpot = decode.level.tpot.map_or(0.0, |t| t.mean);
+            let decode_first = decode.level.ttft.mean;
+            let after_prefill = transfer + decode_first;
+            let away = (self.output_tokens.mean() - 1.0).max(0.0) * tpot + after_prefill;
+            let prefill = self.simulate_worker(
+                catalog,
+                Worker::prefill(self, pools, away),
+                prefill_users,
+                prefill_sample,
+                overheads,
+            )?;
+            let side = prefill.level.ttft.mean + transfer;
+            let moved = (side - prefill_side).abs();
+            prefill_side = side;
+            settled = Some((decode, prefill, after_prefill, away));
+            if moved <= POOL_TOLERANCE * side.max(1e-3) {
+                break;
+            }
+        }
+        let Some((decode, prefill, after_prefill, away)) = settled else {
+            return Err("no pool rounds".into());
+        };
         let mut level = decode.level;
         let first = prefill.level.ttft;
         level.ttft = Summary {
@@ -297,7 +327,7 @@ impl Deployment {
             );
         }
         let mut options = EngineOptions::for_card(profile, card);
-        if let Some(max_running) = self.max_running {
+        if let Some(max_running) = worker.max_running.or(self.max_running) {
             options.max_running = max_running;
         }
         if let Some(budget) = self.token_budget {
@@ -339,6 +369,8 @@ struct Worker {
     workload: Workload,
     /// Whether every prompt's KV arrives with the request (a decode worker).
     kv_arrives: bool,
+    /// The worker's own limit on running requests, where its pool sets one.
+    max_running: Option<usize>,
 }
 
 impl Worker {
@@ -347,30 +379,40 @@ impl Worker {
             parallel: deployment.parallel,
             workload: deployment.workload(),
             kv_arrives: false,
+            max_running: None,
         }
     }
 
-    fn decode(deployment: &Deployment) -> Worker {
+    /// A decode worker: every prompt's KV arrives with its request, from users away
+    /// `prefill_side_s` (their next prompt's wait, prefill and transfer) between requests.
+    fn decode(deployment: &Deployment, prefill_side_s: f64) -> Worker {
         Worker {
             parallel: deployment.parallel,
             workload: Workload {
                 prefix_share: PrefixShare::new(1.0).unwrap_or(PrefixShare::NONE),
+                think_time: ThinkTime::fixed(prefill_side_s),
                 ..deployment.workload()
             },
             kv_arrives: true,
+            max_running: None,
         }
     }
 
-    /// A prefill worker: one-token requests from users away `away_s` between them.
-    fn prefill(deployment: &Deployment, parallel: Parallelism, away_s: f64) -> Worker {
+    /// A prefill worker: one-token requests from users away `away_s` between them, at most
+    /// the pool's batch of them in an iteration.
+    fn prefill(deployment: &Deployment, pools: Pools, away_s: f64) -> Worker {
         Worker {
-            parallel,
+            parallel: pools.prefill,
             workload: Workload {
                 output_tokens: TokenLengths::Fixed { tokens: 1 },
                 think_time: ThinkTime::fixed(away_s),
                 ..deployment.workload()
             },
             kv_arrives: false,
+            // The batch is each attention replica's (as AIConfigurator counts batches).
+            max_running: pools
+                .prefill_batch
+                .map(|batch| batch as usize * pools.prefill.dp.max(1) as usize),
         }
     }
 }
@@ -412,6 +454,7 @@ mod tests {
             pools: Some(Pools {
                 prefill: Parallelism::tensor(1),
                 prefill_workers,
+                prefill_batch: None,
                 decode_workers,
             }),
             speculation: None,
@@ -448,5 +491,35 @@ mod tests {
             .kv_transfer_s(&catalog, deployment(1, 1).pools.unwrap())
             .unwrap();
         assert!(transfer > 0.0 && one.ttft.mean > transfer);
+    }
+
+    /// A prefill worker allowed one request per iteration runs a wave of prompts one after
+    /// another: the mean first token waits for half the wave, where a worker that batches
+    /// them all ends every prompt with the last.
+    #[test]
+    fn a_prefill_batch_of_one_runs_prompts_one_after_another() {
+        let catalog = Catalog::shipped().unwrap();
+        let run = |prefill_batch: Option<u32>| {
+            let mut d = deployment(1, 4);
+            d.token_budget = Some(16_384);
+            if let Some(pools) = d.pools.as_mut() {
+                pools.prefill_batch = prefill_batch;
+            }
+            d.simulate(
+                &catalog,
+                Arrivals::Closed { users: 8 },
+                Sample::benchmark(8, 4, 0.0),
+                None,
+            )
+            .unwrap()
+            .level
+        };
+        let (one, any) = (run(Some(1)), run(None));
+        assert!(
+            one.ttft.mean < any.ttft.mean,
+            "{} vs {}",
+            one.ttft.mean,
+            any.ttft.mean
+        );
     }
 }

@@ -41,6 +41,7 @@ pub struct SiliconRow {
     pub moe_tp_size: Option<u32>,
     pub moe_ep_size: Option<u32>,
     /// Disaggregated rows: each pool's per-worker batch, worker count and layout.
+    pub prefill_batch_size: Option<u32>,
     pub prefill_num_workers: Option<u32>,
     pub prefill_tp_size: Option<u32>,
     pub prefill_pp_size: Option<u32>,
@@ -208,6 +209,7 @@ fn disaggregated_layout(
         Pools {
             prefill,
             prefill_workers,
+            prefill_batch: row.prefill_batch_size.filter(|&batch| batch > 0),
             decode_workers,
         },
     )))
@@ -521,9 +523,11 @@ pub fn disaggregated_source(catalog: &Catalog) -> Result<TableSource, InputError
     Ok(TableSource {
         name: "AIConfigurator silicon sample, disaggregated".into(),
         file: FIXTURE_NAME.into(),
-        split: "every row held out: nothing is fitted on a disaggregated row; each pool is \
-                simulated with the users the router gives it (decode: prompts' KV in place; \
-                prefill: one-token requests, each user away for its transfer and decode)"
+        split: "every row held out: nothing is fitted on a disaggregated row; the two pools are \
+                simulated against each other with the users the router gives them (decode: \
+                prompts' KV in place, users away for their prefill side; prefill: one-token \
+                requests, one iteration's batch as deployed, users away for their transfer \
+                and decode)"
             .into(),
         comparisons,
         skipped,
