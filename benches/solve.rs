@@ -66,6 +66,7 @@ fn main() {
         headroom: 0.1,
         spares: 1,
         memory: MemoryOptions::default(),
+        speculation: None,
     };
 
     // Load + solve, as one `capplan solve` does after start-up.

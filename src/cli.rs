@@ -1217,6 +1217,7 @@ impl SolveArgs {
                 headroom: self.headroom.or(from.headroom).unwrap_or(0.0),
                 spares: self.spares.or(from.spares).unwrap_or(0),
                 memory,
+                speculation: speculation.clone(),
             },
             predict: !self.no_predict && from.predict.unwrap_or(true),
             workload: Workload {

@@ -59,9 +59,10 @@ fn import_evalscope_as(out: &Path, model: &str, extra: &[&str]) -> common::Run {
     capplan(&args)
 }
 
-/// `solve` for 100 llama-3.1-8b users on 8xH100-SXM nodes from what `out` holds alone.
-fn solve_measured_only(out: &Path) -> serde_json::Value {
-    let run = capplan(&[
+/// `solve` for 100 llama-3.1-8b users on 8xH100-SXM nodes from what `out` holds alone, then
+/// `extra`.
+fn solve_measured_only(out: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
         "--measurements",
         out.to_str().unwrap(),
         "solve",
@@ -78,7 +79,9 @@ fn solve_measured_only(out: &Path) -> serde_json::Value {
         "--no-predict",
         "--format",
         "json",
-    ]);
+    ];
+    args.extend(extra);
+    let run = capplan(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     json(&run)
 }
@@ -146,7 +149,7 @@ fn solve_and_fit_use_an_import_as_imported_capacity() {
     assert_eq!(imported.code, 0, "{}", imported.stderr);
     let run_dir = json(&imported)["run_dir"].as_str().unwrap().to_string();
     assert!(Path::new(&run_dir).starts_with(&out), "{run_dir}");
-    let plans = solve_measured_only(&out);
+    let plans = solve_measured_only(&out, &[]);
     let row = &plans["plans"][0];
     assert_eq!(row["source"], "imported");
     // Every level passed (8 users at ~23 ms p90 TTFT): at least 8 users per instance.
@@ -168,10 +171,36 @@ fn an_import_records_the_deployment_and_plans_it_per_worker() {
     assert_eq!(layout["pd"]["prefill"], 1);
     assert_eq!(layout["pd"]["decode"], 1);
     assert_eq!(layout["speculation"]["draft_tokens"], 2);
-    // The deployment held 8 users over its two workers: 4 a worker.
+    // The deployment held 8 users over its two workers: 4 a worker — evidence for a plan
+    // with the same drafter, and set aside by one without.
     assert_eq!(
-        solve_measured_only(&out)["plans"][0]["evidence_c_star"],
+        solve_measured_only(&out, &["--speculative", "eagle:2@0.6"])["plans"][0]["evidence_c_star"],
         4.0
+    );
+    let without = capplan(&[
+        "--measurements",
+        out.to_str().unwrap(),
+        "solve",
+        "--users",
+        "100",
+        "--ttft",
+        "50ms",
+        "--tpot",
+        "20ms",
+        "--model",
+        "llama-3.1-8b",
+        "--cards",
+        "8xH100-SXM",
+        "--no-predict",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        json(&without)["skipped"]
+            .to_string()
+            .contains("run with speculative decoding"),
+        "{}",
+        without.stdout
     );
 
     // Calibration compares a curve with one simulated instance: the deployment is left out,

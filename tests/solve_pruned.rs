@@ -106,6 +106,7 @@ fn stopping_losers_early_leaves_every_plan_as_it_was() {
         headroom: 0.1,
         spares: 1,
         memory: MemoryOptions::default(),
+        speculation: None,
     };
     let pruned = plan(&catalog, &request, false);
     let full = plan(&catalog, &request, true);

@@ -124,3 +124,56 @@ fn drafters_that_cannot_run_are_refused_by_name() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--model"), "{}", run.stderr);
 }
+
+/// A point measured without a drafter is no evidence for a plan with one, nor the other way
+/// round: each plan takes the point run as it asks, and lists the other as skipped with why.
+#[test]
+fn plans_take_only_points_run_with_the_speculation_they_ask_for() {
+    let dir = common::scratch("speculative-points");
+    std::fs::write(
+        dir.join("deepseek--capacity.csv"),
+        "model,card,cards_per_node,tp,speculative,users_per_instance,ttft_slo_s,tpot_slo_ms,percentile,source\n\
+         deepseek-r1,H200,8,8,,111,2,50,p90,imported\n\
+         deepseek-r1,H200,8,8,mtp,222,2,50,p90,imported\n",
+    )
+    .unwrap();
+    let solve = |extra: &[&str]| {
+        let measurements = dir.to_str().unwrap();
+        let mut args = vec![
+            "--measurements",
+            measurements,
+            "solve",
+            "--users",
+            "1000",
+            "--ttft",
+            "2s",
+            "--tpot",
+            "50ms",
+            "--model",
+            "deepseek-r1",
+            "--cards",
+            "8xH200",
+            "--no-predict",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        let run = capplan(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        json(&run)
+    };
+    for (extra, users, skipped_because) in [
+        (&[][..], 111.0, "run with speculative decoding"),
+        (
+            &["--speculative", "mtp"][..],
+            222.0,
+            "run without speculative decoding",
+        ),
+    ] {
+        let report = solve(extra);
+        let plan = &report["plans"][0];
+        assert_eq!(plan["users_per_instance"].as_f64(), Some(users), "{report}");
+        let skipped = report["skipped"].to_string();
+        assert!(skipped.contains(skipped_because), "{skipped}");
+    }
+}

@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::demand::Demand;
 use crate::slo::Slo;
 use crate::store::CapacityPoint;
-use crate::workload::ThinkTime;
+use crate::workload::{Speculation, ThinkTime};
 
 /// A capacity point that was relevant (same model, a candidate card) but could not be used.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +34,29 @@ impl SkippedPoint {
 /// Why `point` cannot prove capacity at this SLO, or `None` if it can.
 pub fn why_not_usable(point: &CapacityPoint, slo: &Slo) -> Option<String> {
     point.slo.why_not_proof_of(slo)
+}
+
+/// Why `point` does not answer a plan that asks for `asked` speculative decoding (`None`:
+/// none). A deployment with a drafter holds different users from one without (MTP on
+/// DeepSeek-R1 nearly doubles a TPOT-bound C*), so a measured or imported point is evidence
+/// only for the same drafter and draft length; the acceptance is the workload's and may differ.
+pub fn why_not_same_decoding(point: &CapacityPoint, asked: Option<&Speculation>) -> Option<String> {
+    match (&point.speculation, asked) {
+        (None, None) => None,
+        (Some(had), Some(asked))
+            if had.drafter == asked.drafter && had.draft_tokens == asked.draft_tokens =>
+        {
+            None
+        }
+        (None, Some(asked)) => Some(format!(
+            "run without speculative decoding; the plan asks for {asked}"
+        )),
+        (Some(had), None) => Some(format!(
+            "run with speculative decoding ({had}); the plan asks for none (--speculative to \
+             plan with it)"
+        )),
+        (Some(had), Some(asked)) => Some(format!("run with {had}; the plan asks for {asked}")),
+    }
 }
 
 /// A point's capacity in the units of the demand, and the conversion made, if any.

@@ -11,7 +11,9 @@ use serde::Serialize;
 use super::ahead::{predict_ahead, Ranking};
 use super::correction::PredictionCorrections;
 use super::demand::{nodes_needed, Demand};
-use super::evidence::{in_demand_units, why_not_usable, DemandCapacity, SkippedPoint};
+use super::evidence::{
+    in_demand_units, why_not_same_decoding, why_not_usable, DemandCapacity, SkippedPoint,
+};
 use super::predicted::{CapacityPredictor, NoPrediction};
 use super::split::NodeSplit;
 use crate::catalog::memory::memory_fit_layout;
@@ -20,7 +22,7 @@ use crate::catalog::{Card, Catalog, MemoryOptions, Model, Node};
 use crate::error::InputError;
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
-use crate::workload::ThinkTime;
+use crate::workload::{Speculation, ThinkTime};
 
 /// Node shapes of each model tried as disaggregated deployments: the leading ones of the
 /// aggregated ranking (each costs two more predictions; one far down the ranking would need
@@ -41,6 +43,9 @@ pub struct SolveRequest {
     pub headroom: f64,
     pub spares: u32,
     pub memory: MemoryOptions,
+    /// Speculative decoding the plan asks for (`None`: none): measured or imported points run
+    /// otherwise are not evidence for it.
+    pub speculation: Option<Speculation>,
 }
 
 /// The plan for one model on one node shape, with the split that needs the fewest nodes.
@@ -161,7 +166,9 @@ pub fn solve(
         if !relevant {
             continue;
         }
-        match why_not_usable(point, &request.slo) {
+        let why_not = why_not_usable(point, &request.slo)
+            .or_else(|| why_not_same_decoding(point, request.speculation.as_ref()));
+        match why_not {
             Some(reason) => skipped.push(SkippedPoint::new(point, reason)),
             None => candidates.push(point),
         }

@@ -359,6 +359,8 @@ impl SimPredictor {
         let mut request = self.request.clone();
         request.slo = measured.slo;
         request.workload.think_time = measured.think_time;
+        // As it ran: with its own drafter, or none.
+        request.workload.speculation = measured.speculation.clone();
         if let Some(tokens) = measured.output_tokens.filter(|t| *t >= 1.0) {
             request.workload.output_tokens = crate::workload::TokenLengths::Fixed {
                 tokens: tokens.round() as u32,
