@@ -177,3 +177,53 @@ fn plans_take_only_points_run_with_the_speculation_they_ask_for() {
         assert!(skipped.contains(skipped_because), "{skipped}");
     }
 }
+
+/// A measured point corrects its card's predictions only against a prediction of the point
+/// as it ran: a point measured without a drafter is predicted without one, even under a plan
+/// that asks for MTP (which nearly doubles DeepSeek-R1's C* at a 50 ms TPOT).
+#[test]
+fn a_measured_point_is_predicted_as_it_ran_to_correct_a_plan() {
+    let dir = common::scratch("speculative-correction");
+    std::fs::write(
+        dir.join("deepseek--capacity.csv"),
+        "model,card,cards_per_node,tp,users_per_instance,ttft_slo_s,tpot_slo_ms,percentile,source\n\
+         deepseek-r1,H200,8,8,111,2,50,p90,imported\n",
+    )
+    .unwrap();
+    let run = capplan(&[
+        "--measurements",
+        dir.to_str().unwrap(),
+        "solve",
+        "--users",
+        "1000",
+        "--ttft",
+        "2s",
+        "--tpot",
+        "50ms",
+        "--model",
+        "deepseek-r1",
+        "--cards",
+        "8xH200",
+        "--speculative",
+        "mtp",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let predicted = json(&run)["measured_vs_predicted"][0]["predicted"]
+        .as_f64()
+        .unwrap();
+    let c_star = |extra: &[&str]| {
+        let mut args = vec!["--tp", "8", "--tpot", "50ms", "--format", "json"];
+        args.extend(extra);
+        let run = predict_r1(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        json(&run)["c_star"].as_f64().unwrap()
+    };
+    let (plain, mtp) = (c_star(&[]), c_star(&["--speculative", "mtp"]));
+    assert!(mtp > 1.5 * plain, "{plain} vs {mtp}");
+    assert_eq!(
+        predicted, plain,
+        "predicted as measured: {plain}, with MTP: {mtp}"
+    );
+}

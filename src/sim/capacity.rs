@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use super::engine::EngineOptions;
 use crate::catalog::band::{c_star_range, ErrorBand};
+use crate::catalog::memory::DraftWeights;
 use crate::catalog::operators::OperatorLibrary;
 use crate::catalog::{Card, EngineProfile, MemoryOptions, Model, Node, Parallelism, PdSplit};
 use crate::plan::predicted::{CapacityPredictor, NoPrediction, Wanted};
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
-use crate::workload::{ThinkTime, Workload};
+use crate::workload::{Speculation, ThinkTime, Workload};
 
 use super::calibration_file::Calibrations;
 use super::predict::{
@@ -338,13 +339,22 @@ impl Job<'_> {
         )
     }
 
+    /// The job's layout with `memory`, the drafter's weights being those of the job's own
+    /// speculative decoding (a measured point is predicted as it ran: with its drafter, or
+    /// none, whatever the plan asks for).
     fn layout(&self, memory: MemoryOptions) -> Layout<'_> {
+        let drafter = self
+            .request
+            .workload
+            .speculation
+            .as_ref()
+            .map_or(DraftWeights::None, Speculation::draft_weights);
         Layout {
             model: self.model,
             card: self.card,
             interconnect: self.interconnect.clone(),
             tp: self.parallel.tp,
-            memory,
+            memory: MemoryOptions { drafter, ..memory },
             parallel: self.parallel,
             domain_cards: self.domain_cards,
             scale_out_gbs: self.scale_out_gbs,
