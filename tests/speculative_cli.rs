@@ -125,6 +125,30 @@ fn drafters_that_cannot_run_are_refused_by_name() {
     assert!(run.stderr.contains("--model"), "{}", run.stderr);
 }
 
+/// `solve` for 1 000 DeepSeek-R1 users on 8xH200 nodes at TTFT 2 s and TPOT 50 ms, from the
+/// capacity tables in `measurements`, JSON, then `extra`.
+fn solve_r1(measurements: &std::path::Path, extra: &[&str]) -> common::Run {
+    let mut args = vec![
+        "--measurements",
+        measurements.to_str().unwrap(),
+        "solve",
+        "--users",
+        "1000",
+        "--ttft",
+        "2s",
+        "--tpot",
+        "50ms",
+        "--model",
+        "deepseek-r1",
+        "--cards",
+        "8xH200",
+        "--format",
+        "json",
+    ];
+    args.extend(extra);
+    capplan(&args)
+}
+
 /// A point measured without a drafter is no evidence for a plan with one, nor the other way
 /// round: each plan takes the point run as it asks, and lists the other as skipped with why.
 #[test]
@@ -138,27 +162,7 @@ fn plans_take_only_points_run_with_the_speculation_they_ask_for() {
     )
     .unwrap();
     let solve = |extra: &[&str]| {
-        let measurements = dir.to_str().unwrap();
-        let mut args = vec![
-            "--measurements",
-            measurements,
-            "solve",
-            "--users",
-            "1000",
-            "--ttft",
-            "2s",
-            "--tpot",
-            "50ms",
-            "--model",
-            "deepseek-r1",
-            "--cards",
-            "8xH200",
-            "--no-predict",
-            "--format",
-            "json",
-        ];
-        args.extend(extra);
-        let run = capplan(&args);
+        let run = solve_r1(&dir, &[&["--no-predict"][..], extra].concat());
         assert_eq!(run.code, 0, "{}", run.stderr);
         json(&run)
     };
@@ -190,25 +194,7 @@ fn a_measured_point_is_predicted_as_it_ran_to_correct_a_plan() {
          deepseek-r1,H200,8,8,111,2,50,p90,imported\n",
     )
     .unwrap();
-    let run = capplan(&[
-        "--measurements",
-        dir.to_str().unwrap(),
-        "solve",
-        "--users",
-        "1000",
-        "--ttft",
-        "2s",
-        "--tpot",
-        "50ms",
-        "--model",
-        "deepseek-r1",
-        "--cards",
-        "8xH200",
-        "--speculative",
-        "mtp",
-        "--format",
-        "json",
-    ]);
+    let run = solve_r1(&dir, &["--speculative", "mtp"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let predicted = json(&run)["measured_vs_predicted"][0]["predicted"]
         .as_f64()

@@ -435,7 +435,7 @@ impl PerfModel {
         if dp <= 1.0 {
             return work.sequences;
         }
-        (work.sequences / dp).ceil().max(work.sequences.min(1.0))
+        (work.sequences / dp).ceil()
     }
 
     pub fn step_time(&self, work: &StepWork) -> StepTime {
