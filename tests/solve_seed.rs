@@ -432,3 +432,57 @@ fn measured_points_correct_the_predictions_of_their_card() {
         "{notes:?}"
     );
 }
+
+#[test]
+fn predictions_ranked_above_evidence_are_flagged_when_their_band_reaches_past_it() {
+    // On the README's main command the first llama-13b rows are cards predicted on the roofline
+    // alone; every plan ranked above the first one with imported evidence whose cost at the low
+    // end of its band exceeds that plan's is named in one note, and no other is.
+    let report = json(&capplan(&SEED_SOLVE));
+    let plans: Vec<&Value> = report["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["model"] == "llama-13b")
+        .collect();
+    let proven = plans
+        .iter()
+        .filter(|p| p["source"] != "predicted")
+        .min_by_key(|p| p["rank"].as_u64().unwrap())
+        .expect("an imported llama-13b plan");
+    let proven_capex = proven["capex_usd"].as_f64().unwrap();
+    let mut flagged = Vec::new();
+    for plan in &plans {
+        if plan["source"] != "predicted" || plan["rank"].as_u64() >= proven["rank"].as_u64() {
+            continue;
+        }
+        let low_nodes = plan["nodes_at_band_low"]
+            .as_u64()
+            .expect("a predicted plan's band");
+        assert!(low_nodes >= 1);
+        let price = plan["capex_usd"].as_f64().unwrap() / plan["nodes"].as_f64().unwrap();
+        if price * low_nodes as f64 > proven_capex {
+            flagged.push(plan["node"].as_str().unwrap().to_string());
+        }
+    }
+    assert!(
+        !flagged.is_empty(),
+        "the seed's leading predictions have wide bands"
+    );
+    let notes: Vec<&str> = report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|n| n.starts_with("llama-13b: ") && n.contains("ranked above the first"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    for node in &flagged {
+        assert!(
+            notes[0].contains(&format!(" {node} (")),
+            "{node}: {}",
+            notes[0]
+        );
+    }
+    assert!(notes[0].contains(proven["node"].as_str().unwrap()));
+}

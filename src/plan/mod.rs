@@ -13,6 +13,7 @@ pub mod scenario;
 pub mod sensitivity;
 pub mod solve;
 pub mod split;
+mod unproven_lead;
 
 pub use demand::{nodes_needed, Demand};
 pub use solve::{solve, MissingCapacity, NodePlan, SolveReport, SolveRequest, SplitOutcome};

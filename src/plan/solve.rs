@@ -80,6 +80,10 @@ pub struct NodePlan {
     /// held-out public measurements of this engine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence_band: Option<crate::catalog::band::CStarRange>,
+    /// For a prediction with a band: the nodes needed were the measured C* at the low end of
+    /// the band (what a buyer holding to the 80 % range would have to plan for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes_at_band_low: Option<u64>,
     /// Node price × nodes, from the catalog's editable estimates.
     pub capex_usd: Option<f64>,
     /// 1 = best for this model.
@@ -293,6 +297,7 @@ pub fn solve(
     }
 
     let mut notes = corrections.notes();
+    notes.extend(super::unproven_lead::notes(&plans));
     let predictions = predictor.as_ref().map(|p| p.assumptions());
     if points.is_empty() && predictions.is_none() {
         notes.push(
@@ -879,6 +884,14 @@ fn plan_node(
         evidence_think_time: point.think_time,
         evidence_note: point.note.clone(),
         evidence_band: point.band.clone(),
+        nodes_at_band_low: point
+            .band
+            .as_ref()
+            .filter(|band| band.low > 0.0 && point.users_per_instance > 0.0)
+            .map(|band| {
+                let per_instance = capacity.per_instance * band.low / point.users_per_instance;
+                split_nodes(&split, per_instance, demand_units, request)
+            }),
         capex_usd: node.price_usd.map(|price| price * nodes as f64),
         rank: 0,
         best_for_card: false,
