@@ -667,29 +667,29 @@ impl OperatorStep {
             // with 1 024-token outputs and 22.1 ms with 8 192, where the table's FP8 kernel
             // would add 15 ms a step at the longer context). Grouped-query tables keep their
             // FP8 timings: where those are slower it is a few cells, not a whole kernel.
-            let decode_with = |kv: &str, mean_len: f64| {
+            let latent = |kv: &str, mean_len: f64| {
+                self.tables
+                    .generation_mla_us(kv, self.heads_per_card, sequences, mean_len)
+                    .map(|us| us / self.head_scale)
+            };
+            let decode = |mean_len: f64| {
                 if self.latent_tables {
-                    self.tables
-                        .generation_mla_us(kv, self.heads_per_card, sequences, mean_len)
-                        .map(|us| us / self.head_scale)
+                    let wanted = latent(self.generation_kv, mean_len);
+                    let bf16 = (self.generation_kv != "kv_bf16")
+                        .then(|| latent("kv_bf16", mean_len))
+                        .flatten();
+                    match (wanted, bf16) {
+                        (Some(wanted), Some(bf16)) => Some(wanted.min(bf16)),
+                        (wanted, bf16) => wanted.or(bf16),
+                    }
                 } else {
-                    let variant = self.generation_variant.replace(self.generation_kv, kv);
                     self.tables.generation_attention_at(
-                        &variant,
+                        &self.generation_variant,
                         sequences * self.kv_heads_per_card,
                         mean_len,
                     )
                 }
-            };
-            let decode = |mean_len: f64| {
-                let wanted = decode_with(self.generation_kv, mean_len);
-                let bf16 = (self.latent_tables && self.generation_kv != "kv_bf16")
-                    .then(|| decode_with("kv_bf16", mean_len))
-                    .flatten();
-                match (wanted, bf16) {
-                    (Some(wanted), Some(bf16)) => wanted.min(bf16),
-                    (wanted, bf16) => wanted.or(bf16).unwrap_or(0.0),
-                }
+                .unwrap_or(0.0)
             };
             attention += match self.sliding {
                 Some((window, layers)) => {
