@@ -119,7 +119,6 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
             deployment: Deployment {
                 model: model.name.clone(),
                 card: "H100-SXM".into(),
-                tp: row.tp,
                 parallel: crate::catalog::Parallelism::tensor(row.tp),
                 dtype: None,
                 kv_dtype: None,

@@ -20,8 +20,7 @@ use crate::workload::{PrefixShare, Speculation, ThinkTime, TokenLengths, Workloa
 pub struct Deployment {
     pub model: String,
     pub card: String,
-    pub tp: u32,
-    /// The layout beyond `tp` (expert and attention-data parallelism, pipeline stages).
+    /// The layout: tensor, expert and attention-data parallelism, pipeline stages.
     pub parallel: Parallelism,
     /// Weight format; `None` is the model's own.
     pub dtype: Option<Dtype>,
@@ -440,7 +439,6 @@ mod tests {
         Deployment {
             model: "llama-3.1-8b".into(),
             card: "H100-SXM".into(),
-            tp: 1,
             parallel: Parallelism::tensor(1),
             dtype: None,
             kv_dtype: None,

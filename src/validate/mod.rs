@@ -219,7 +219,7 @@ fn predict_row(
         subset: comparison.subset.clone(),
         model: comparison.deployment.model.clone(),
         card: comparison.deployment.card.clone(),
-        tp: comparison.deployment.tp,
+        tp: comparison.deployment.parallel.tp,
         load: comparison.concurrency,
         measured: comparison.measured,
         predicted,

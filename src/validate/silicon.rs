@@ -311,7 +311,6 @@ pub fn comparisons(
             skipped.add("no concurrency or TP size");
             continue;
         };
-        let tp = parallel.tp;
         let batch = if pools.is_some() {
             row.decode_batch_size
         } else {
@@ -325,7 +324,6 @@ pub fn comparisons(
             deployment: Deployment {
                 model: model.name.clone(),
                 card: card.name.clone(),
-                tp,
                 parallel,
                 dtype,
                 kv_dtype,

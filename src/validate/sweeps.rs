@@ -186,7 +186,6 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
             deployment: Deployment {
                 model: model.name.clone(),
                 card: card.to_string(),
-                tp: row.tp,
                 parallel: crate::catalog::Parallelism::tensor(row.tp),
                 dtype: Some(dtype),
                 kv_dtype,
