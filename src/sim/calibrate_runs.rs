@@ -9,7 +9,7 @@ use super::calibrate_curves::{calibrate_curves, CurveCalibration, CurveObservati
 use super::calibration_file::StoredCalibration;
 use super::engine::EngineOptions;
 use super::predict::{Calibration, Layout};
-use crate::catalog::memory::{DraftWeights, MemoryOptions};
+use crate::catalog::memory::MemoryOptions;
 use crate::catalog::names::find;
 use crate::catalog::{Catalog, EngineProfile};
 use crate::store::curve::MeasuredCurve;
@@ -120,10 +120,7 @@ pub fn calibrate_runs(
                 interconnect,
                 memory: MemoryOptions {
                     memory_utilization: engine.memory_utilization,
-                    drafter: workload
-                        .speculation
-                        .as_ref()
-                        .map_or(DraftWeights::None, Speculation::draft_weights),
+                    drafter: Speculation::draft_weights_of(workload.speculation.as_ref()),
                     ..MemoryOptions::default()
                 },
                 ..Layout::on_card(model, card, layout.tp)

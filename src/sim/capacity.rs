@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use super::engine::EngineOptions;
 use crate::catalog::band::{c_star_range, ErrorBand};
-use crate::catalog::memory::DraftWeights;
 use crate::catalog::operators::OperatorLibrary;
 use crate::catalog::{Card, EngineProfile, MemoryOptions, Model, Node, Parallelism, PdSplit};
 use crate::plan::predicted::{CapacityPredictor, NoPrediction, Wanted};
@@ -343,12 +342,7 @@ impl Job<'_> {
     /// speculative decoding (a measured point is predicted as it ran: with its drafter, or
     /// none, whatever the plan asks for).
     fn layout(&self, memory: MemoryOptions) -> Layout<'_> {
-        let drafter = self
-            .request
-            .workload
-            .speculation
-            .as_ref()
-            .map_or(DraftWeights::None, Speculation::draft_weights);
+        let drafter = Speculation::draft_weights_of(self.request.workload.speculation.as_ref());
         Layout {
             model: self.model,
             card: self.card,

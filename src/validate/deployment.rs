@@ -1,7 +1,6 @@
 //! A measured deployment as capplan predicts it: the layout, the engine profile, the workload
 //! and the load, simulated exactly as `predict` would.
 
-use crate::catalog::memory::DraftWeights;
 use crate::catalog::{
     memory_fit_layout, Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism,
 };
@@ -290,10 +289,7 @@ impl Deployment {
                 kv_dtype: self.kv_dtype,
                 memory_utilization,
                 context_tokens: Some(longest.min(u64::from(u32::MAX)) as u32),
-                drafter: self
-                    .speculation
-                    .as_ref()
-                    .map_or(DraftWeights::None, Speculation::draft_weights),
+                drafter: Speculation::draft_weights_of(self.speculation.as_ref()),
                 ..MemoryOptions::default()
             },
             ..Layout::on_card(model, card, parallel.tp)

@@ -23,6 +23,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::memory::DraftWeights;
 use crate::error::InputError;
 
 /// Most draft tokens a step may propose (engines cap it at a handful; 8 is generous).
@@ -127,14 +128,18 @@ impl Speculation {
     }
 
     /// What the drafter adds to the weights in memory.
-    pub fn draft_weights(&self) -> crate::catalog::memory::DraftWeights {
-        use crate::catalog::memory::DraftWeights;
+    pub fn draft_weights(&self) -> DraftWeights {
         match (&self.drafter, self.draft_params_b) {
             (Drafter::Mtp, _) => DraftWeights::Mtp,
             (Drafter::Eagle, _) => DraftWeights::Head,
             (Drafter::Draft(_), Some(billions)) => DraftWeights::Model(billions),
             (Drafter::Draft(_), None) => DraftWeights::None,
         }
+    }
+
+    /// What `speculation` adds to the weights in memory: nothing without a drafter.
+    pub fn draft_weights_of(speculation: Option<&Speculation>) -> DraftWeights {
+        speculation.map_or(DraftWeights::None, Speculation::draft_weights)
     }
 
     /// One draft pass's cost in layers of `model`'s decode work: an MTP module or an EAGLE
