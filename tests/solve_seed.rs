@@ -485,4 +485,25 @@ fn predictions_ranked_above_evidence_are_flagged_when_their_band_reaches_past_it
         );
     }
     assert!(notes[0].contains(proven["node"].as_str().unwrap()));
+    // The same rows carry the rank they may not beat, in the JSON and on the table's row.
+    let marked: Vec<String> = plans
+        .iter()
+        .filter(|p| p["may_not_beat_rank"] == proven["rank"])
+        .map(|p| p["node"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(marked, flagged);
+    assert!(plans
+        .iter()
+        .all(|p| p["may_not_beat_rank"].is_null() || p["may_not_beat_rank"] == proven["rank"]));
+    let table = capplan(&SEED_SOLVE[..SEED_SOLVE.len() - 2]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    let mark = format!("predicted (may not beat #{})", proven["rank"]);
+    for node in &flagged {
+        assert!(
+            table.stdout.lines().any(|l| l.contains("llama-13b")
+                && l.contains(&format!(" {node} "))
+                && l.contains(&mark)),
+            "{node} row without '{mark}'"
+        );
+    }
 }

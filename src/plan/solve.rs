@@ -84,6 +84,11 @@ pub struct NodePlan {
     /// the band (what a buyer holding to the 80 % range would have to plan for).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodes_at_band_low: Option<u64>,
+    /// For a prediction ranked above its model's first measured or imported plan: that plan's
+    /// rank, when this one would cost more than it at the low end of its band (the ranking
+    /// cannot tell the two apart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub may_not_beat_rank: Option<usize>,
     /// Node price × nodes, from the catalog's editable estimates.
     pub capex_usd: Option<f64>,
     /// 1 = best for this model.
@@ -296,6 +301,7 @@ pub fn solve(
         plans.extend(model_plans);
     }
 
+    super::unproven_lead::mark(&mut plans);
     let mut notes = corrections.notes();
     notes.extend(super::unproven_lead::notes(&plans));
     let predictions = predictor.as_ref().map(|p| p.assumptions());
@@ -892,6 +898,7 @@ fn plan_node(
                 let per_instance = capacity.per_instance * band.low / point.users_per_instance;
                 split_nodes(&split, per_instance, demand_units, request)
             }),
+        may_not_beat_rank: None,
         capex_usd: node.price_usd.map(|price| price * nodes as f64),
         rank: 0,
         best_for_card: false,

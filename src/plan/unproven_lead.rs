@@ -14,6 +14,32 @@ use crate::store::PointSource;
 /// Predicted plans listed in one note at most; the rest are counted.
 const LISTED: usize = 3;
 
+/// Marks each prediction that ranks above its model's first measured or imported plan yet
+/// would cost more than it at the low end of its band with that plan's rank, so the table
+/// says so on the row itself (the note below the table gives the costs).
+pub fn mark(plans: &mut [NodePlan]) {
+    let mut flagged = Vec::new();
+    let mut models: Vec<&str> = plans.iter().map(|p| p.model.as_str()).collect();
+    models.dedup();
+    for model in models {
+        let mut ranked: Vec<&NodePlan> = plans.iter().filter(|p| p.model == model).collect();
+        ranked.sort_by_key(|p| p.rank);
+        if let Some((proven, unproven)) = leads(&ranked) {
+            flagged.extend(
+                unproven
+                    .iter()
+                    .map(|(plan, _, _)| (plan.model.clone(), plan.rank, proven.rank)),
+            );
+        }
+    }
+    for plan in plans.iter_mut() {
+        plan.may_not_beat_rank = flagged
+            .iter()
+            .find(|(model, rank, _)| *model == plan.model && *rank == plan.rank)
+            .map(|(_, _, proven)| *proven);
+    }
+}
+
 /// One note per model whose plans ranked above its best measured or imported one include
 /// predictions that would cost more than it at the low end of their bands.
 pub fn notes(plans: &[NodePlan]) -> Vec<String> {
@@ -30,12 +56,17 @@ pub fn notes(plans: &[NodePlan]) -> Vec<String> {
     notes
 }
 
-fn model_note(ranked: &[&NodePlan]) -> Option<String> {
-    let proven = ranked
+/// A prediction ranked ahead of the evidence, with its nodes and cost at its band's low end.
+type Lead<'a> = (&'a NodePlan, u64, f64);
+
+/// A model's first plan with measured or imported evidence, and the predictions ranked above
+/// it that would cost more than it at the low end of their bands (none: `None`).
+fn leads<'a>(ranked: &[&'a NodePlan]) -> Option<(&'a NodePlan, Vec<Lead<'a>>)> {
+    let proven = *ranked
         .iter()
         .find(|p| p.source != PointSource::Predicted && p.capex_usd.is_some())?;
     let proven_capex = proven.capex_usd?;
-    let unproven: Vec<(&NodePlan, u64, f64)> = ranked
+    let unproven: Vec<Lead<'a>> = ranked
         .iter()
         .take_while(|p| p.rank < proven.rank)
         .filter(|p| p.source == PointSource::Predicted)
@@ -46,9 +77,12 @@ fn model_note(ranked: &[&NodePlan]) -> Option<String> {
             (low_capex > proven_capex).then_some((*p, low_nodes, low_capex))
         })
         .collect();
-    if unproven.is_empty() {
-        return None;
-    }
+    (!unproven.is_empty()).then_some((proven, unproven))
+}
+
+fn model_note(ranked: &[&NodePlan]) -> Option<String> {
+    let (proven, unproven) = leads(ranked)?;
+    let proven_capex = proven.capex_usd?;
     let listed: Vec<String> = unproven
         .iter()
         .take(LISTED)
@@ -149,6 +183,7 @@ mod tests {
                 basis: String::new(),
             }),
             nodes_at_band_low: low,
+            may_not_beat_rank: None,
             capex_usd: Some(nodes as f64 * 1e5),
             rank,
             best_for_card: true,
@@ -197,5 +232,21 @@ mod tests {
             plan(2, "8xMI355X", PointSource::Predicted, 6, Some(60)),
         ];
         assert!(notes(&evidence_first).is_empty());
+    }
+
+    /// The rows the note names carry the rank of the plan they may not beat; the others
+    /// (a prediction that stays cheaper at its band's low end, one ranked below the evidence,
+    /// the evidence itself) carry nothing.
+    #[test]
+    fn the_rows_the_note_names_are_marked_with_the_rank_they_may_not_beat() {
+        let mut plans = vec![
+            plan(1, "8xMI355X", PointSource::Predicted, 2, Some(6)),
+            plan(2, "8xB300", PointSource::Predicted, 3, Some(4)),
+            plan(3, "8xA40-PCIe", PointSource::Imported, 5, None),
+            plan(4, "8xH200", PointSource::Predicted, 6, Some(12)),
+        ];
+        mark(&mut plans);
+        let marks: Vec<Option<usize>> = plans.iter().map(|p| p.may_not_beat_rank).collect();
+        assert_eq!(marks, vec![Some(3), None, None, None]);
     }
 }

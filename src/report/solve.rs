@@ -73,7 +73,10 @@ impl Report for SolveReport {
                 plan.nodes.to_string(),
                 plan.cards.to_string(),
                 plan.capex_usd.map(dollars).unwrap_or_else(|| "-".into()),
-                plan.source.to_string(),
+                match plan.may_not_beat_rank {
+                    Some(rank) => format!("{} (may not beat #{rank})", plan.source),
+                    None => plan.source.to_string(),
+                },
                 plan.evidence_think_time.to_string(),
                 match &plan.evidence_band {
                     Some(band) => format!(
