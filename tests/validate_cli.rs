@@ -193,3 +193,77 @@ fn an_unknown_source_or_engine_is_refused() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("vlm") && run.stderr.contains("vllm"));
 }
+
+#[test]
+fn a_closed_loop_source_fits_its_request_overhead_on_the_rows_that_barely_queue() {
+    let catalog = std::fs::read_to_string("hardware/engines.toml").unwrap();
+    let shipped = catalog
+        .split("[[engine]]")
+        .find(|e| e.contains("name = \"trtllm-0.x\""))
+        .and_then(|e| e.lines().find(|l| l.starts_with("request_overhead_ms")))
+        .and_then(|l| l.split('=').nth(1))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .expect("trtllm-0.x request_overhead_ms in hardware/engines.toml");
+    // Fitted from none: a catalog whose trtllm-0.x profile has no request overhead.
+    let from_none = catalog.replace(
+        &format!("request_overhead_ms = {shipped}"),
+        "request_overhead_ms = 0.0",
+    );
+    assert_ne!(from_none, catalog);
+    let hardware = common::scratch("request-overhead-fit");
+    std::fs::write(hardware.path().join("engines.toml"), from_none).unwrap();
+    let run = capplan(&[
+        "validate",
+        "--hardware",
+        hardware.path().to_str().unwrap(),
+        "--source",
+        "nim,silicon",
+        "--engine",
+        "trtllm-0.x,trtllm",
+        "--fit",
+        "--details",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let fitted = report["fitted"].as_array().expect("fitted profiles");
+    let request_ms = |engine: &str| {
+        fitted
+            .iter()
+            .find(|f| f["engine"] == engine)
+            .and_then(|f| f["request_overhead_ms"].as_f64())
+            .unwrap_or_else(|| panic!("{engine} fitted"))
+    };
+    // The NIM sweeps' H100 rows at one and two users set it, to what the shipped profile
+    // carries.
+    let nim = request_ms("trtllm-0.x");
+    assert!(
+        nim > 1.0 && (nim - shipped).abs() < 0.05,
+        "{nim} vs {shipped}"
+    );
+    // Scored with it, those rows' median TTFT residual is gone...
+    let nim_rows = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"].as_str().is_some_and(|n| n.starts_with("NIM (")))
+        .expect("the NIM source")["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut residuals: Vec<f64> = nim_rows
+        .iter()
+        .filter(|r| r["subset"] == "fit on" && r["load"].as_f64().is_some_and(|l| l <= 2.0))
+        .map(|r| {
+            r["measured"]["ttft_s"].as_f64().unwrap() - r["predicted"]["ttft_s"].as_f64().unwrap()
+        })
+        .collect();
+    assert!(residuals.len() >= 8, "{}", residuals.len());
+    residuals.sort_by(f64::total_cmp);
+    let middle = residuals[residuals.len() / 2];
+    assert!(middle.abs() < 1e-3, "median residual {middle} s");
+    // ...while the silicon sample's TensorRT-LLM fit rows (four users and more: queueing)
+    // leave the profile's own, none.
+    assert_eq!(request_ms("trtllm"), 0.0);
+}

@@ -185,8 +185,9 @@ impl Report for ValidationReport {
                 caption: Some(
                     "Engine overheads fitted on the fit subsets: per step, per sequence and \
                      (for an engine without CUDA graphs) per eager layer to mean TPOT (rms of \
-                     ln(predicted/measured)); per request to the median TTFT residual where the \
-                     fit rows arrive open-loop"
+                     ln(predicted/measured)); per request to the median TTFT residual of the fit \
+                     rows when they arrive open-loop, else of those at one or two closed-loop \
+                     users (eight or more)"
                         .into(),
                 ),
                 headers: [

@@ -97,6 +97,17 @@ impl CostFunction for Problem<'_> {
     }
 }
 
+/// Closed-loop users few enough that a request rarely waits for another's prefill: the rows
+/// the per-request overhead is fitted on when a source has no open-loop rows.
+const UNQUEUED_USERS: f64 = 2.0;
+
+/// Rows at that load needed before a per-request overhead is fitted from them (fewer leave the
+/// profile's own).
+const MIN_UNQUEUED_ROWS: usize = 8;
+
+/// Rounds of refitting a closed loop's per-request overhead at most.
+const MAX_REFITS: usize = 8;
+
 /// Fits `base`'s overheads to `rows` (all of them served by that engine).
 pub fn fit_overheads(
     catalog: &Catalog,
@@ -130,6 +141,27 @@ pub fn fit_overheads(
     let mut fitted = problem.profile(&best);
     if !rows.is_empty() && rows.iter().all(|row| row.arrivals.is_open_loop()) {
         fitted.request_overhead_ms = fit_request_overhead(catalog, rows, &fitted);
+    } else {
+        // Under a closed loop the TTFT residual is mostly queueing, which no per-request
+        // constant should absorb; one or two users barely queue, so their rows alone say
+        // what a request costs before the engine sees it.
+        let unqueued: Vec<Comparison> = rows
+            .iter()
+            .filter(|row| !row.arrivals.is_open_loop() && row.concurrency <= UNQUEUED_USERS)
+            .cloned()
+            .collect();
+        if unqueued.len() >= MIN_UNQUEUED_ROWS {
+            // A closed loop feeds the overhead back into when users return, so the residual
+            // moves with it: repeat until it stays put.
+            for _ in 0..MAX_REFITS {
+                let next = fit_request_overhead(catalog, &unqueued, &fitted);
+                let settled = (next - fitted.request_overhead_ms).abs() < 0.01;
+                fitted.request_overhead_ms = next;
+                if settled {
+                    break;
+                }
+            }
+        }
     }
     let after = problem.rms(&fitted);
     Ok((
