@@ -41,9 +41,58 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether every card reaches every other at the link's rate, as `topology` says: behind
+    /// an NVLink or PCIe switch, in a full mesh, or alone (`Some(true)`); cards that are peers
+    /// in pairs or in a partial mesh, the rest crossing the host (`pcie`, `nvlink-hybrid-cube`:
+    /// `Some(false)`); a topology capplan does not know (`None`).
+    pub fn switched(&self) -> Option<bool> {
+        match self.topology.as_str() {
+            "nvswitch"
+            | "nvlink-switch-72"
+            | "pcie-switch"
+            | "infinity-fabric-mesh"
+            | "hccs-mesh"
+            | "roce-all-to-all"
+            | "single" => Some(true),
+            "pcie" | "nvlink-hybrid-cube" => Some(false),
+            _ => None,
+        }
+    }
+
     /// Whether an instance measured over `interconnect` behaves the same on this node's cards.
     /// A single-card instance (tp 1) uses no link, so any node of the card will do.
     pub fn runs_like(&self, interconnect: &str, tp: u32) -> bool {
         tp == 1 || self.interconnect.eq_ignore_ascii_case(interconnect)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::catalog::Catalog;
+
+    /// Every shipped node shape names a topology whose links capplan knows, and the PCIe
+    /// shapes split as their hardware does: cards behind a switch, or on the CPUs' ports.
+    #[test]
+    fn every_shipped_topology_says_whether_its_cards_are_all_peers() {
+        let catalog = Catalog::shipped().unwrap();
+        for node in &catalog.nodes {
+            assert!(
+                node.switched().is_some(),
+                "{}: '{}'",
+                node.name,
+                node.topology
+            );
+        }
+        let switched = |name: &str| {
+            catalog
+                .nodes
+                .iter()
+                .find(|n| n.name == name)
+                .and_then(|n| n.switched())
+        };
+        assert_eq!(switched("8xL40S-PCIe"), Some(true));
+        assert_eq!(switched("4xL40S-PCIe"), Some(false));
+        assert_eq!(switched("8xH100-SXM"), Some(true));
+        assert_eq!(switched("8xV100-32G-SXM2"), Some(false));
     }
 }

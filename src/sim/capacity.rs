@@ -299,6 +299,7 @@ struct Job<'a> {
     parallel: Parallelism,
     domain_cards: u32,
     scale_out_gbs: Option<f64>,
+    switched: Option<bool>,
     request: PredictRequest,
     open_loop: bool,
     /// Where the search starts and when it may stop.
@@ -308,17 +309,23 @@ struct Job<'a> {
 impl Job<'_> {
     /// An instance inside one scale-up domain runs the same whatever the domain's size and
     /// the network beyond it (see `crate::sim::fabric`): the same card in an 8-card and a
-    /// 4-card node predicts once.
+    /// 4-card node predicts once — unless its all-reduce spans more than a pair of cards and
+    /// one node has them all behind a switch and the other not.
     fn key(&self) -> Key {
         let one_domain = self.parallel.pp <= 1 && self.parallel.cards() <= self.domain_cards;
         if one_domain {
+            let links = if self.parallel.tp > 2 && self.switched == Some(true) {
+                "switched"
+            } else {
+                ""
+            };
             (
                 self.model.name.clone(),
                 self.card.name.clone(),
                 self.interconnect.clone(),
                 self.parallel,
                 0,
-                String::new(),
+                links.to_string(),
             )
         } else {
             self.disaggregated_key()
@@ -334,7 +341,7 @@ impl Job<'_> {
             self.interconnect.clone(),
             self.parallel,
             self.domain_cards,
-            format!("{:?}", self.scale_out_gbs),
+            format!("{:?} {:?}", self.scale_out_gbs, self.switched),
         )
     }
 
@@ -352,6 +359,7 @@ impl Job<'_> {
             parallel: self.parallel,
             domain_cards: self.domain_cards,
             scale_out_gbs: self.scale_out_gbs,
+            switched: self.switched,
         }
     }
 }
@@ -385,6 +393,7 @@ impl SimPredictor {
         Job {
             domain_cards: node.cards_per_node,
             scale_out_gbs: node.scale_out_gbs_per_card,
+            switched: node.switched(),
             ..self.job_on_link(model, card, &node.interconnect, parallel)
         }
     }
@@ -408,6 +417,7 @@ impl SimPredictor {
             parallel,
             domain_cards: parallel.cards().max(super::predict::DEFAULT_DOMAIN_CARDS),
             scale_out_gbs: None,
+            switched: None,
             request,
             open_loop: self.open_loop,
             hints: SearchHints::default(),

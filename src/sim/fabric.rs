@@ -34,6 +34,10 @@ pub struct Fabric {
     pub hop_latency_s: f64,
     /// Share of the link bandwidth a collective reaches.
     pub efficiency: f64,
+    /// Whether every card of the domain reaches every other at the link's rate (the node
+    /// shape's topology; `None` without a node shape): measured collectives whose larger
+    /// groups crossed a slower path than this are set aside for it.
+    pub switched: Option<bool>,
 }
 
 impl Fabric {
@@ -46,6 +50,7 @@ impl Fabric {
             scale_out_bytes_per_s: None,
             hop_latency_s: hop_latency_us * 1e-6,
             efficiency: 0.7,
+            switched: None,
         }
     }
 

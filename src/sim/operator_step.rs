@@ -93,6 +93,10 @@ pub struct OperatorStep {
     parallel: Parallelism,
     /// The links past the measured all-reduce: all-to-all, across nodes, between stages.
     fabric: Option<Fabric>,
+    /// Measured all-reduce groups of this many cards and more are set aside: the fabric's
+    /// cards all sit behind a switch, and the measured box's larger groups crossed a slower
+    /// path than its pairs.
+    all_reduce_set_aside_from: Option<u32>,
     /// Card memory bandwidth, bytes/s, for the element-wise passes the tables do not hold.
     hbm_bytes_per_s: f64,
     /// Static FP8 activation scales skip the scale kernel the FP8 GEMM timings include.
@@ -307,6 +311,7 @@ impl OperatorStep {
             tp,
             parallel: *parallel,
             fabric: None,
+            all_reduce_set_aside_from: None,
             hbm_bytes_per_s: hbm_bandwidth_gbs * 1e9,
             fp8_activation_scales: ActivationScales::Dynamic,
             tables,
@@ -317,6 +322,11 @@ impl OperatorStep {
     /// The links the layout's all-to-all, cross-node and pipeline traffic crosses (without
     /// them: one domain holding every card, at the fallback all-reduce's link).
     pub fn with_fabric(mut self, fabric: Fabric) -> OperatorStep {
+        self.all_reduce_set_aside_from = if fabric.switched == Some(true) {
+            self.tables.all_reduce_slower_from()
+        } else {
+            None
+        };
         self.fabric = Some(fabric);
         *self.memo.borrow_mut() = Memo::default();
         self
@@ -489,12 +499,20 @@ impl OperatorStep {
     }
 
     /// An all-reduce of `bytes` over the attention's `tp` cards, µs: measured inside one
-    /// scale-up domain, the network's part added for a group that spans domains.
+    /// scale-up domain, the network's part added for a group that spans domains. On a node
+    /// shape whose cards all sit behind a switch, measured groups that crossed a slower path
+    /// than two cards do (`OperatorTables::all_reduce_slower_from`: AIConfigurator's L40S
+    /// box) are set aside, and the group is scaled from the largest measured one that did not,
+    /// as it is past the measured sizes.
     fn all_reduce_us(&self, bytes: f64, graph: bool) -> f64 {
         if self.tp <= 1 {
             return 0.0;
         }
         let fabric = self.fabric();
+        let kept = |cards: u32| {
+            self.all_reduce_set_aside_from
+                .is_none_or(|from| cards < from)
+        };
         let inside = self.tp.min(fabric.domain_cards.max(1));
         // The engine's own all-reduce as it runs in this step (vLLM and SGLang measured
         // theirs captured in a graph and eager apart; TensorRT-LLM's one `custom` kernel
@@ -508,9 +526,11 @@ impl OperatorStep {
         };
         let measured = if inside > 1 {
             at(inside, bytes)
+                .filter(|_| kept(inside))
                 .or_else(|| {
-                    // Not measured at this many cards: from the most cards measured below it.
-                    (2..inside).rev().find_map(|fewer| {
+                    // Not measured at this many cards (or set aside): from the most cards
+                    // measured below it.
+                    (2..inside).rev().filter(|&c| kept(c)).find_map(|fewer| {
                         let small = at(fewer, 1.0)?;
                         let here = at(fewer, bytes)?;
                         Some(scaled_all_reduce_us(fewer, inside, small, here))
@@ -943,6 +963,76 @@ mod tests {
         }
         // Scaling to the measured size itself changes nothing.
         assert_eq!(scaled_all_reduce_us(4, 4, 8.0, 20.0), 20.0);
+    }
+
+    /// AIConfigurator's L40S box loses most of its all-reduce bus bandwidth past two GPUs
+    /// (they are peers in pairs); no NVLink system's tables do.
+    #[test]
+    fn only_the_l40s_all_reduce_crosses_a_slower_path_past_a_pair() {
+        let catalog = Catalog::shipped().unwrap();
+        let mut seen = 0;
+        for system in [
+            "a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "l40s",
+        ] {
+            for engine in ["vllm", "sglang", "trtllm"] {
+                let Some(tables) = catalog.operators.get(system, engine) else {
+                    continue;
+                };
+                seen += 1;
+                let expected = (system == "l40s").then_some(4);
+                assert_eq!(
+                    tables.all_reduce_slower_from(),
+                    expected,
+                    "{system} {engine}"
+                );
+            }
+        }
+        assert!(seen >= 20, "{seen} tables");
+    }
+
+    /// On a node shape with every card behind one switch, an L40S TP 8 all-reduce is scaled
+    /// from the measured 2-GPU one (as a ring over the same links) instead of taken from the
+    /// measured box's 8-GPU one, which crossed its host; a node whose cards pair off, or no
+    /// node shape at all, keeps the measurement.
+    #[test]
+    fn a_switched_node_sets_aside_all_reduce_groups_measured_through_the_host() {
+        let catalog = Catalog::shipped().unwrap();
+        let tables = catalog.operators.get("l40s", "vllm").unwrap().clone();
+        let model = catalog.model("llama-2-70b").unwrap();
+        let card = catalog.card("L40S").unwrap();
+        let step = |switched: Option<bool>| {
+            OperatorStep::new(
+                tables.clone(),
+                model,
+                &Parallelism::tensor(8),
+                Dtype::Fp8,
+                Dtype::Fp8,
+                Dtype::Fp8,
+                card.hbm_bandwidth_gbs,
+            )
+            .unwrap()
+            .with_fabric(Fabric {
+                switched,
+                ..Fabric::single_domain(8, card.link_bandwidth_gbs, 5.0)
+            })
+        };
+        let (switched, paired, unknown) = (step(Some(true)), step(Some(false)), step(None));
+        for bytes in [16_384.0, 8192.0 * 16_384.0] {
+            let measured = tables.all_reduce_us("graph", 8, bytes).unwrap();
+            assert_eq!(paired.all_reduce_us(bytes, true), measured);
+            assert_eq!(unknown.all_reduce_us(bytes, true), measured);
+            let from_pair = scaled_all_reduce_us(
+                2,
+                8,
+                tables.all_reduce_us("graph", 2, 1.0).unwrap(),
+                tables.all_reduce_us("graph", 2, bytes).unwrap(),
+            );
+            assert_eq!(switched.all_reduce_us(bytes, true), from_pair);
+        }
+        // A prompt's all-reduce (128 MiB of activations) on the measured box is several times
+        // the switched node's.
+        let bytes = 8192.0 * 16_384.0;
+        assert!(paired.all_reduce_us(bytes, true) > 3.0 * switched.all_reduce_us(bytes, true));
     }
 
     /// SGLang's H200 tables time latent-attention decode over an FP8 KV cache at about five

@@ -51,6 +51,9 @@ pub struct Layout<'a> {
     /// The network between domains, GB/s per card one way (`None`: unknown, the instance
     /// must stay in one domain).
     pub scale_out_gbs: Option<f64>,
+    /// Whether the node shape's cards all reach each other at the link's rate (`None`: no
+    /// node shape given; see `Node::switched`).
+    pub switched: Option<bool>,
 }
 
 impl<'a> Layout<'a> {
@@ -65,6 +68,7 @@ impl<'a> Layout<'a> {
             parallel: Parallelism::tensor(tp),
             domain_cards: tp.max(DEFAULT_DOMAIN_CARDS),
             scale_out_gbs: None,
+            switched: None,
         }
     }
 
@@ -75,6 +79,7 @@ impl<'a> Layout<'a> {
         if let Some(node) = node {
             self.domain_cards = node.cards_per_node;
             self.scale_out_gbs = node.scale_out_gbs_per_card;
+            self.switched = node.switched();
         }
         self
     }
@@ -93,6 +98,7 @@ impl<'a> Layout<'a> {
             scale_out_bytes_per_s: self.scale_out_gbs.map(|gbs| gbs * 1e9),
             hop_latency_s: efficiency.link_latency_us * 1e-6,
             efficiency: efficiency.link,
+            switched: self.switched,
         }
     }
 
@@ -208,8 +214,16 @@ pub fn operator_basis(tables: &OperatorTables) -> String {
         .iter()
         .map(|(family, version)| format!("{family} {version}"))
         .collect();
+    let paired = match tables.all_reduce_slower_from() {
+        Some(gpus) => format!(
+            " (all-reduce over {gpus} or more GPUs scaled from the 2-GPU one on node shapes \
+             with every card behind a switch: the measuring box's larger groups crossed its \
+             host)"
+        ),
+        None => String::new(),
+    };
     format!(
-        "measured operator timings: {} ({}) under {} [{}], NVIDIA AIConfigurator's collection",
+        "measured operator timings: {} ({}) under {} [{}], NVIDIA AIConfigurator's collection{paired}",
         tables.system,
         tables.device,
         tables.engine,

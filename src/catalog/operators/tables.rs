@@ -32,6 +32,14 @@ use super::grid::{Axis, Grid};
 use crate::error::InputError;
 
 /// The tables this reader knows and their axes, in order.
+/// Message size at which all-reduce bus bandwidths are compared: 64 MiB, past the sizes where
+/// latency rules in every shipped table.
+const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
+
+/// A group of GPUs whose measured all-reduce bus bandwidth is under this share of two GPUs'
+/// crosses a slower path than the pair (see `OperatorTables::all_reduce_slower_from`).
+const SLOWER_PATH_SHARE: f64 = 0.5;
+
 const TABLES: [(&str, &[&str]); 8] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
@@ -394,6 +402,35 @@ impl OperatorTables {
         self.generation_mla
             .get(kv_dtype)
             .map(|grid| grid.at_monotone(&[heads, batch, kv_len]))
+    }
+
+    /// The fewest GPUs whose measured all-reduce crosses a slower path than two GPUs do: its
+    /// bus bandwidth (2(n−1)/n of the message over the time) at 64 MiB under half the 2-GPU
+    /// one's, in the first variant measured at both. AIConfigurator's L40S box reaches
+    /// 0.57–0.63 of PCIe Gen4's one-way rate with two GPUs, 0.11–0.16 with four and 0.05–0.07
+    /// with eight — GPUs that are peers in pairs, the rest through the host — where every
+    /// NVLink system keeps or gains bus bandwidth as the group grows. A node shape whose
+    /// cards all sit behind one switch does not have that slower path.
+    pub fn all_reduce_slower_from(&self) -> Option<u32> {
+        let bus_bytes_per_s = |variant: &str, gpus: u32| {
+            let us = self.all_reduce_us(variant, gpus, BANDWIDTH_PROBE_BYTES)?;
+            let n = f64::from(gpus);
+            Some(2.0 * (n - 1.0) / n * BANDWIDTH_PROBE_BYTES / (us * 1e-6))
+        };
+        let mut counts: Vec<u32> = self
+            .all_reduce
+            .keys()
+            .map(|(_, gpus)| *gpus)
+            .filter(|&gpus| gpus > 2)
+            .collect();
+        counts.sort_unstable();
+        counts.dedup();
+        counts.into_iter().find(|&gpus| {
+            ["custom", "graph", "eager", "nccl"]
+                .iter()
+                .find_map(|v| Some((bus_bytes_per_s(v, 2)?, bus_bytes_per_s(v, gpus)?)))
+                .is_some_and(|(pair, group)| group < SLOWER_PATH_SHARE * pair)
+        })
     }
 
     /// An all-reduce of `bytes` over `gpus` GPUs with this engine's `variant` (`graph`,
