@@ -301,9 +301,8 @@ pub fn solve(
         plans.extend(model_plans);
     }
 
-    super::unproven_lead::mark(&mut plans);
     let mut notes = corrections.notes();
-    notes.extend(super::unproven_lead::notes(&plans));
+    notes.extend(super::unproven_lead::flag(&mut plans));
     let predictions = predictor.as_ref().map(|p| p.assumptions());
     if points.is_empty() && predictions.is_none() {
         notes.push(

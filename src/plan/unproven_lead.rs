@@ -16,42 +16,31 @@ const LISTED: usize = 3;
 
 /// Marks each prediction that ranks above its model's first measured or imported plan yet
 /// would cost more than it at the low end of its band with that plan's rank, so the table
-/// says so on the row itself (the note below the table gives the costs).
-pub fn mark(plans: &mut [NodePlan]) {
-    let mut flagged = Vec::new();
+/// says so on the row itself, and returns one note per model with such rows giving both
+/// costs.
+pub fn flag(plans: &mut [NodePlan]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut marks = Vec::new();
     let mut models: Vec<&str> = plans.iter().map(|p| p.model.as_str()).collect();
     models.dedup();
     for model in models {
         let mut ranked: Vec<&NodePlan> = plans.iter().filter(|p| p.model == model).collect();
         ranked.sort_by_key(|p| p.rank);
-        if let Some((proven, unproven)) = leads(&ranked) {
-            flagged.extend(
-                unproven
-                    .iter()
-                    .map(|(plan, _, _)| (plan.model.clone(), plan.rank, proven.rank)),
-            );
-        }
+        let Some((proven, unproven)) = leads(&ranked) else {
+            continue;
+        };
+        marks.extend(
+            unproven
+                .iter()
+                .map(|(plan, _, _)| (plan.model.clone(), plan.rank, proven.rank)),
+        );
+        notes.extend(model_note(proven, &unproven));
     }
     for plan in plans.iter_mut() {
-        plan.may_not_beat_rank = flagged
+        plan.may_not_beat_rank = marks
             .iter()
             .find(|(model, rank, _)| *model == plan.model && *rank == plan.rank)
             .map(|(_, _, proven)| *proven);
-    }
-}
-
-/// One note per model whose plans ranked above its best measured or imported one include
-/// predictions that would cost more than it at the low end of their bands.
-pub fn notes(plans: &[NodePlan]) -> Vec<String> {
-    let mut notes = Vec::new();
-    let mut models: Vec<&str> = plans.iter().map(|p| p.model.as_str()).collect();
-    models.dedup();
-    for model in models {
-        let mut ranked: Vec<&NodePlan> = plans.iter().filter(|p| p.model == model).collect();
-        ranked.sort_by_key(|p| p.rank);
-        if let Some(note) = model_note(&ranked) {
-            notes.push(note);
-        }
     }
     notes
 }
@@ -80,8 +69,7 @@ fn leads<'a>(ranked: &[&'a NodePlan]) -> Option<(&'a NodePlan, Vec<Lead<'a>>)> {
     (!unproven.is_empty()).then_some((proven, unproven))
 }
 
-fn model_note(ranked: &[&NodePlan]) -> Option<String> {
-    let (proven, unproven) = leads(ranked)?;
+fn model_note(proven: &NodePlan, unproven: &[Lead]) -> Option<String> {
     let proven_capex = proven.capex_usd?;
     let listed: Vec<String> = unproven
         .iter()
@@ -195,13 +183,13 @@ mod tests {
     /// low end of its band is named, with both costs; one that stays cheaper is not.
     #[test]
     fn a_prediction_ahead_of_evidence_is_named_when_its_band_reaches_past_it() {
-        let plans = vec![
+        let mut plans = vec![
             plan(1, "8xMI355X", PointSource::Predicted, 2, Some(6)),
             plan(2, "8xB300", PointSource::Predicted, 3, Some(4)),
             plan(3, "8xA40-PCIe", PointSource::Imported, 5, None),
             plan(4, "8xH200", PointSource::Predicted, 6, Some(12)),
         ];
-        let notes = notes(&plans);
+        let notes = flag(&mut plans);
         assert_eq!(notes.len(), 1, "{notes:?}");
         let note = &notes[0];
         assert!(note.starts_with("llama-13b: 1 plan ranked above"), "{note}");
@@ -225,13 +213,13 @@ mod tests {
     /// and evidence ranked first leaves nothing ahead of it.
     #[test]
     fn no_note_without_evidence_or_with_evidence_first() {
-        let predicted_only = vec![plan(1, "8xMI355X", PointSource::Predicted, 2, Some(60))];
-        assert!(notes(&predicted_only).is_empty());
-        let evidence_first = vec![
+        let mut predicted_only = vec![plan(1, "8xMI355X", PointSource::Predicted, 2, Some(60))];
+        assert!(flag(&mut predicted_only).is_empty());
+        let mut evidence_first = vec![
             plan(1, "8xA40-PCIe", PointSource::Measured, 5, None),
             plan(2, "8xMI355X", PointSource::Predicted, 6, Some(60)),
         ];
-        assert!(notes(&evidence_first).is_empty());
+        assert!(flag(&mut evidence_first).is_empty());
     }
 
     /// The rows the note names carry the rank of the plan they may not beat; the others
@@ -245,7 +233,7 @@ mod tests {
             plan(3, "8xA40-PCIe", PointSource::Imported, 5, None),
             plan(4, "8xH200", PointSource::Predicted, 6, Some(12)),
         ];
-        mark(&mut plans);
+        flag(&mut plans);
         let marks: Vec<Option<usize>> = plans.iter().map(|p| p.may_not_beat_rank).collect();
         assert_eq!(marks, vec![Some(3), None, None, None]);
     }

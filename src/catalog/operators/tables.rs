@@ -31,7 +31,6 @@ use std::collections::BTreeMap;
 use super::grid::{Axis, Grid};
 use crate::error::InputError;
 
-/// The tables this reader knows and their axes, in order.
 /// Message size at which all-reduce bus bandwidths are compared: 64 MiB, past the sizes where
 /// latency rules in every shipped table.
 const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
@@ -40,6 +39,7 @@ const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
 /// crosses a slower path than the pair (see `OperatorTables::all_reduce_slower_from`).
 const SLOWER_PATH_SHARE: f64 = 0.5;
 
+/// The tables this reader knows and their axes, in order.
 const TABLES: [(&str, &[&str]); 8] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
