@@ -66,4 +66,14 @@ impl Catalog {
     pub fn nodes_of<'a>(&'a self, card: &'a Card) -> impl Iterator<Item = &'a Node> + 'a {
         self.nodes.iter().filter(move |node| node.card == card.name)
     }
+
+    /// The node shape an instance of `card` is timed on when none is named: the card's
+    /// largest on its own link. `predict`, the validated deployments and the static batches
+    /// all use it, so what `validate` scores is the layout `predict` and `solve` time (its
+    /// scale-up domain, its network and whether its cards are all peers, `Node::switched`).
+    pub fn largest_node_of<'a>(&'a self, card: &'a Card) -> Option<&'a Node> {
+        self.nodes_of(card)
+            .filter(|node| node.interconnect == card.interconnect)
+            .max_by_key(|node| node.cards_per_node)
+    }
 }

@@ -41,15 +41,10 @@ pub fn resolve_layout<'a>(
         }
     };
     let interconnect = node.map_or_else(|| card.interconnect.clone(), |n| n.interconnect.clone());
-    // An instance wider than one node needs a node shape's domain and network: the largest
-    // node of the card on its own link.
-    let node = node.or_else(|| {
-        catalog
-            .nodes
-            .iter()
-            .filter(|n| n.card == card.name && n.interconnect == card.interconnect)
-            .max_by_key(|n| n.cards_per_node)
-    });
+    // Without a named node shape, the card's largest on its own link: an instance wider
+    // than one node needs its domain and network, and its topology says which measured
+    // all-reduce the cards run.
+    let node = node.or_else(|| catalog.largest_node_of(card));
     let calibration = calibrations.for_engine(card, &interconnect, engine, &catalog.operators);
     let layout = Layout {
         interconnect,

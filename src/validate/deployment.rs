@@ -276,13 +276,9 @@ impl Deployment {
         let model = catalog.model(&self.model).map_err(|e| e.to_string())?;
         let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
         let longest = u64::from(self.input_tokens.max()) + u64::from(self.output_tokens.max());
-        // The card's largest node shape: its scale-up domain and network, for a layout that
-        // spans more than one node's cards.
-        let node = catalog
-            .nodes
-            .iter()
-            .filter(|n| n.card == card.name && n.interconnect == card.interconnect)
-            .max_by_key(|n| n.cards_per_node);
+        // The card's largest node shape, as `predict` takes: its scale-up domain and network
+        // (a layout may span more than one node's cards) and whether its cards are all peers.
+        let node = catalog.largest_node_of(card);
         Ok(Layout {
             memory: MemoryOptions {
                 dtype: self.dtype,

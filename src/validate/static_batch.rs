@@ -17,7 +17,7 @@ use argmin::core::{CostFunction, Error as ArgminError};
 use serde::{Deserialize, Serialize};
 
 use super::score::{relative_error, ErrorStats};
-use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Model};
+use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Model, Parallelism};
 use crate::error::InputError;
 use crate::fit::simplex::minimise;
 use crate::sim::engine::EngineOptions;
@@ -155,7 +155,10 @@ fn predict(
             ..MemoryOptions::default()
         },
         ..Layout::on_card(model, card, row.tp)
-    };
+    }
+    // The rows name no server: timed on the node shape `predict` and `solve` take for the
+    // card (its largest), as the other sources' deployments are.
+    .with_parallel(Parallelism::tensor(row.tp), catalog.largest_node_of(card));
     let mut calibration =
         Calibration::for_engine(card, &card.interconnect, engine, &catalog.operators);
     calibration.efficiency.step_overhead_ms = p.step_overhead_ms;
@@ -504,5 +507,42 @@ mod tests {
         // would touch all eight experts at 16 tokens and read 3–4 times the weights.
         let (one, sixteen) = (step(1), step(16));
         assert!(sixteen < 1.4 * one, "{one} s vs {sixteen} s");
+    }
+
+    #[test]
+    fn a_row_that_names_no_server_is_timed_on_the_node_predict_takes() {
+        let catalog = Catalog::shipped().unwrap();
+        let engine = catalog.engine("trtllm-0.x").unwrap();
+        let p = StepParameters {
+            step_overhead_ms: 0.1,
+            seq_overhead_us: 20.0,
+            eager_layer_us: 50.0,
+            roofline_compute: 0.5,
+            roofline_memory: 0.7,
+        };
+        let mut row = timed(&catalog, "L40S", "llama-2-70b", 1);
+        row.row.tp = 8;
+        row.row.input_tokens = 2048;
+        row.dtype = Some(Dtype::Fp8);
+        let first_token = |catalog: &Catalog| predict(catalog, engine, &row, p).unwrap().0;
+        // The catalog's largest L40S node has every card behind a PCIe switch, so the
+        // all-reduce AIConfigurator measured through its box's host (8 GPUs at a sixteenth of
+        // the pair's bus bandwidth) is set aside. Without that node shape, the largest left
+        // pairs its cards off and keeps the box as measured.
+        let card = catalog.card("L40S").unwrap();
+        assert_eq!(
+            catalog.largest_node_of(card).and_then(|n| n.switched()),
+            Some(true)
+        );
+        let mut paired = catalog.clone();
+        paired
+            .nodes
+            .retain(|n| !(n.card == "L40S" && n.switched() == Some(true)));
+        assert_eq!(
+            paired.largest_node_of(card).and_then(|n| n.switched()),
+            Some(false)
+        );
+        let (switched, boxed) = (first_token(&catalog), first_token(&paired));
+        assert!(switched < 0.5 * boxed, "{switched} s vs {boxed} s");
     }
 }
