@@ -7,7 +7,7 @@ use super::bar_chart::{write_bar_chart, Bar, BarChart, BarGroup, BarUnit};
 use super::chart::chart_file;
 use super::html::HtmlExporter;
 use super::markdown::MarkdownExporter;
-use super::{count, dollars, ChartFile, Document, Exporter, Report, Table};
+use super::{count, dollars, users, ChartFile, Document, Exporter, Report, Table};
 use crate::plan::compare::CompareReport;
 use crate::plan::Demand;
 
@@ -167,7 +167,7 @@ impl CompareReport {
                 plan.source.to_string(),
                 format!(
                     "{} ({})",
-                    count(plan.users_per_instance),
+                    users(plan.users_per_instance),
                     plan.evidence_note
                 ),
                 plan.evidence.clone(),

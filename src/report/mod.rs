@@ -124,6 +124,19 @@ pub fn count(value: f64) -> String {
     crate::slo::duration::trim_number(value)
 }
 
+/// Users an instance or a node holds, to three significant figures and never finer than
+/// the hundredth: a disaggregated deployment's users per decode worker come out of a rate
+/// search as 318.0008, which a table should show as 318, while 2.5 users per instance stays.
+pub fn users(value: f64) -> String {
+    let decimals = match value.abs() {
+        v if v >= 100.0 => 0,
+        v if v >= 10.0 => 1,
+        _ => 2,
+    };
+    let scale = 10f64.powi(decimals);
+    count((value * scale).round() / scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +147,11 @@ mod tests {
         assert_eq!(dollars(999.0), "$999");
         assert_eq!(count(450.0), "450");
         assert_eq!(count(12.5), "12.5");
+        assert_eq!(users(318.0008), "318");
+        assert_eq!(users(1234.6), "1235");
+        assert_eq!(users(29.04), "29");
+        assert_eq!(users(12.46), "12.5");
+        assert_eq!(users(2.5), "2.5");
+        assert_eq!(users(0.333), "0.33");
     }
 }

@@ -1,6 +1,6 @@
 //! How a fleet plan reads.
 
-use super::{count, dollars, Document, Report, Table};
+use super::{count, dollars, users, Document, Report, Table};
 use crate::plan::{Demand, SolveReport};
 
 impl Report for SolveReport {
@@ -68,8 +68,8 @@ impl Report for SolveReport {
                 plan.card.clone(),
                 plan.node.clone(),
                 plan.split.to_string(),
-                count(plan.users_per_instance),
-                count(plan.users_per_node),
+                users(plan.users_per_instance),
+                users(plan.users_per_node),
                 plan.nodes.to_string(),
                 plan.cards.to_string(),
                 plan.capex_usd.map(dollars).unwrap_or_else(|| "-".into()),
@@ -123,7 +123,7 @@ impl Report for SolveReport {
                     point.model.clone(),
                     point.card.clone(),
                     point.tp.to_string(),
-                    count(point.users_per_instance),
+                    users(point.users_per_instance),
                     point.reason.clone(),
                 ]);
             }
