@@ -69,6 +69,9 @@ pub struct OperatorStep {
     vocab_n: f64,
     heads_per_card: f64,
     kv_heads_per_card: f64,
+    /// Bytes one token's keys and values take in one KV head of one layer, in the layout's
+    /// KV format: the floor of a decode step's attention is reading them all once.
+    kv_head_token_bytes: f64,
     /// The model's head size over the measured one it is timed at.
     head_scale: f64,
     /// The attention tables' KV variants (`kv_bf16`, `kv_fp8`) for prefill and decode.
@@ -303,6 +306,7 @@ impl OperatorStep {
             vocab_n: f64::from(model.vocab_size) / tpf,
             heads_per_card: heads / tpf,
             kv_heads_per_card,
+            kv_head_token_bytes: 2.0 * head * kv_dtype.bytes(),
             head_scale,
             context_kv,
             generation_kv,
@@ -703,11 +707,20 @@ impl OperatorStep {
                         (wanted, bf16) => wanted.or(bf16),
                     }
                 } else {
-                    self.tables.generation_attention_at(
-                        &self.generation_variant,
-                        sequences * self.kv_heads_per_card,
-                        mean_len,
-                    )
+                    // Never faster than reading every cached key and value once at the card's
+                    // bandwidth (in the measured head size the table is scaled from).
+                    // AIConfigurator's A100 TensorRT-LLM table runs under that floor over a
+                    // wide range (512 sequence-heads of 4 096 tokens: 341 µs, 3.1 TB/s from a
+                    // 2.0 TB/s card; its vLLM and SGLang tables, 703 and 869 µs), so reading
+                    // it as measured took long-context decode steps on A100 too short.
+                    let batch_kv_heads = sequences * self.kv_heads_per_card;
+                    let floor = batch_kv_heads * mean_len * self.kv_head_token_bytes
+                        / self.hbm_bytes_per_s
+                        * 1e6
+                        / self.head_scale;
+                    self.tables
+                        .generation_attention_at(&self.generation_variant, batch_kv_heads, mean_len)
+                        .map(|us| us.max(floor))
                 }
                 .unwrap_or(0.0)
             };
@@ -1211,6 +1224,41 @@ mod tests {
             4800.0,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn decode_attention_is_never_timed_faster_than_reading_its_cache() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = catalog.model("llama-3-8b").unwrap();
+        let card = catalog.card("A100-80G-SXM").unwrap();
+        let step = |system: &str, engine: &str| {
+            let tables = catalog.operators.get(system, engine).unwrap().clone();
+            OperatorStep::new(
+                tables,
+                model,
+                &Parallelism::tensor(2),
+                Dtype::Bf16,
+                Dtype::Bf16,
+                Dtype::Bf16,
+                card.hbm_bandwidth_gbs,
+            )
+            .unwrap()
+        };
+        // 128 sequences of 4 096 cached tokens on each of two cards: 4 KV heads each, 128
+        // wide, keys and values in 16 bits, 32 layers — 34 GB a card per step, 16.9 ms at
+        // the A100's 2 039 GB/s.
+        let work = decode(128.0, 4096.0);
+        let bytes = 128.0 * 4096.0 * 4.0 * 128.0 * 2.0 * 2.0 * 32.0;
+        let floor = bytes / (card.hbm_bandwidth_gbs * 1e9);
+        let trtllm = step("a100_sxm", "trtllm").time(&work, None).attention;
+        let vllm = step("a100_sxm", "vllm").time(&work, None).attention;
+        // The TensorRT-LLM table alone would give less than the floor (341 µs a layer for
+        // 512 sequence-heads of 4 096 tokens); vLLM's, measured above it, is kept.
+        assert!(
+            (trtllm / floor - 1.0).abs() < 0.02,
+            "{trtllm} s vs {floor} s"
+        );
+        assert!(vllm > 1.2 * floor, "{vllm} s vs {floor} s");
     }
 
     #[test]
