@@ -134,3 +134,50 @@ fn a_prefix_share_outside_zero_to_one_is_refused() {
         assert!(run.stderr.contains("0 to 1"), "{}", run.stderr);
     }
 }
+
+#[test]
+fn a_prediction_names_the_node_shape_it_was_timed_on() {
+    // Without --node the card's largest node shape times the instance; its topology decides
+    // which measured all-reduce four L40S run, so the C* differs with the node named.
+    let run_on = |node: Option<&str>| {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama-2-70b",
+            "--card",
+            "L40S",
+            "--tp",
+            "4",
+            "--ttft",
+            "5s",
+            "--tpot",
+            "200ms",
+            "--max-concurrency",
+            "64",
+        ];
+        if let Some(node) = node {
+            args.extend(["--node", node]);
+        }
+        let table = capplan(&args);
+        assert_eq!(table.code, 0, "{}", table.stderr);
+        args.extend(["--format", "json"]);
+        let run = capplan(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        (table.stdout, json(&run))
+    };
+    let (table, largest) = run_on(None);
+    assert!(
+        table.contains("node shape 8xL40S-PCIe (pcie-switch)"),
+        "{table}"
+    );
+    assert_eq!(largest["node"], "8xL40S-PCIe (pcie-switch)");
+    let (table, paired) = run_on(Some("4xL40S-PCIe"));
+    assert!(table.contains("node shape 4xL40S-PCIe (pcie)"), "{table}");
+    let users = |v: &serde_json::Value| v["c_star"].as_u64().unwrap();
+    assert!(
+        users(&largest) > users(&paired),
+        "{} vs {}",
+        users(&largest),
+        users(&paired)
+    );
+}

@@ -391,8 +391,8 @@ pub struct LayoutArgs {
     pub tp: u32,
     #[command(flatten)]
     pub parallel: ParallelFlags,
-    /// Node shape whose link the instance uses [default: the card's own link, and the
-    /// catalog's largest node of the card for an instance that spans nodes]
+    /// Node shape the instance runs on: its link, its network and whether its cards are all
+    /// peers [default: the catalog's largest node of the card on the card's own link]
     #[arg(long)]
     pub node: Option<String>,
 }

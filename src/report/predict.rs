@@ -16,7 +16,7 @@ impl Report for Prediction {
     fn document(&self) -> Document {
         let heading = vec![
             format!(
-                "Prediction: {} on {}{} ({}, {}), {} · {}",
+                "Prediction: {} on {}{} ({}, {}){}, {} · {}",
                 self.model,
                 self.parallel.on(&self.card),
                 if self.nodes > 1 {
@@ -26,6 +26,12 @@ impl Report for Prediction {
                 },
                 self.interconnect,
                 self.dtype,
+                // Which node shape decides the scale-up domain, the network and which
+                // measured all-reduce the cards run (--node picks another).
+                self.node
+                    .as_ref()
+                    .map(|node| format!(", node shape {node}"))
+                    .unwrap_or_default(),
                 self.workload,
                 self.slo.describe()
             ),

@@ -360,6 +360,8 @@ impl Job<'_> {
             domain_cards: self.domain_cards,
             scale_out_gbs: self.scale_out_gbs,
             switched: self.switched,
+            // Solve's rows name their node shape themselves.
+            node: None,
         }
     }
 }

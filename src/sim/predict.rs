@@ -54,6 +54,9 @@ pub struct Layout<'a> {
     /// Whether the node shape's cards all reach each other at the link's rate (`None`: no
     /// node shape given; see `Node::switched`).
     pub switched: Option<bool>,
+    /// The node shape the instance is timed on, with its topology (`8xL40S-PCIe
+    /// (pcie-switch)`), for the prediction to say; `None` when none was given.
+    pub node: Option<String>,
 }
 
 impl<'a> Layout<'a> {
@@ -69,6 +72,7 @@ impl<'a> Layout<'a> {
             domain_cards: tp.max(DEFAULT_DOMAIN_CARDS),
             scale_out_gbs: None,
             switched: None,
+            node: None,
         }
     }
 
@@ -80,6 +84,7 @@ impl<'a> Layout<'a> {
             self.domain_cards = node.cards_per_node;
             self.scale_out_gbs = node.scale_out_gbs_per_card;
             self.switched = node.switched();
+            self.node = Some(format!("{} ({})", node.name, node.topology));
         }
         self
     }
@@ -295,6 +300,9 @@ pub struct Prediction {
     pub parallel: Parallelism,
     /// Nodes one instance spans (1 unless it needs more cards than a node has).
     pub nodes: u32,
+    /// The node shape the instance was timed on, with its topology (`None`: the card's own
+    /// link, no node shape).
+    pub node: Option<String>,
     pub interconnect: String,
     pub dtype: Dtype,
     pub workload: Workload,
@@ -801,6 +809,7 @@ fn predict_shell(
         tp: layout.tp,
         parallel: layout.parallel,
         nodes: layout.parallel.cards().div_ceil(layout.domain_cards.max(1)),
+        node: layout.node.clone(),
         interconnect: layout.interconnect.clone(),
         dtype: memory.dtype,
         workload: request.workload.clone(),
