@@ -124,9 +124,9 @@ pub fn count(value: f64) -> String {
     crate::slo::duration::trim_number(value)
 }
 
-/// Users an instance or a node holds, to three significant figures and never finer than
-/// the hundredth: a disaggregated deployment's users per decode worker come out of a rate
-/// search as 318.0008, which a table should show as 318, while 2.5 users per instance stays.
+/// Users an instance or a node holds: whole from 100 up, to a tenth from 10, to a hundredth
+/// below. A disaggregated deployment's users per decode worker come out of a rate search as
+/// 318.0008, which a table should show as 318, while 2.5 users per instance stays 2.5.
 pub fn users(value: f64) -> String {
     let decimals = match value.abs() {
         v if v >= 100.0 => 0,
