@@ -83,13 +83,7 @@ mod tests {
                 node.topology
             );
         }
-        let switched = |name: &str| {
-            catalog
-                .nodes
-                .iter()
-                .find(|n| n.name == name)
-                .and_then(|n| n.switched())
-        };
+        let switched = |name: &str| catalog.node(name).ok().and_then(|n| n.switched());
         assert_eq!(switched("8xL40S-PCIe"), Some(true));
         assert_eq!(switched("4xL40S-PCIe"), Some(false));
         assert_eq!(switched("8xH100-SXM"), Some(true));
