@@ -133,6 +133,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
                 roofline: false,
                 pools: None,
                 speculation: None,
+                cuda_graph_sizes: None,
             },
             arrivals,
             sample: Sample {

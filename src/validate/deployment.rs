@@ -28,6 +28,8 @@ pub struct Deployment {
     /// Scheduler settings the measurement states, over the profile's defaults.
     pub max_running: Option<usize>,
     pub token_budget: Option<u64>,
+    /// Decode batch sizes the deployment captured as CUDA graphs, over the profile's.
+    pub cuda_graph_sizes: Option<Vec<u32>>,
     pub input_tokens: TokenLengths,
     pub output_tokens: TokenLengths,
     /// Share of each prompt the engine's prefix cache holds (a benchmark cycling through a
@@ -307,6 +309,17 @@ impl Deployment {
             Some(profile) => profile,
             None => catalog.engine(&self.engine).map_err(|e| e.to_string())?,
         };
+        let deployed;
+        let profile = match &self.cuda_graph_sizes {
+            Some(sizes) => {
+                deployed = EngineProfile {
+                    cuda_graph_sizes: sizes.clone(),
+                    ..profile.clone()
+                };
+                &deployed
+            }
+            None => profile,
+        };
         let layout = self.layout(catalog, worker.parallel, profile.memory_utilization)?;
         let mut calibration =
             Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
@@ -448,6 +461,7 @@ mod tests {
                 decode_workers,
             }),
             speculation: None,
+            cuda_graph_sizes: None,
         }
     }
 
@@ -510,6 +524,37 @@ mod tests {
             "{} vs {}",
             one.ttft.mean,
             any.ttft.mean
+        );
+    }
+
+    /// A deployment that captured every decode batch size as a CUDA graph pads no decode
+    /// step: 20 users decode in 20-wide graphs, not in the profile's 24-wide ones.
+    #[test]
+    fn a_deployments_own_graph_sizes_replace_the_profiles() {
+        let catalog = Catalog::shipped().unwrap();
+        let profile = catalog.engine("vllm").unwrap();
+        assert!(!profile.cuda_graph_sizes.contains(&20));
+        let run = |sizes: Option<Vec<u32>>| {
+            let mut d = deployment(1, 1);
+            d.pools = None;
+            d.output_tokens = TokenLengths::Fixed { tokens: 1024 };
+            d.cuda_graph_sizes = sizes;
+            d.simulate(
+                &catalog,
+                Arrivals::Closed { users: 20 },
+                Sample::benchmark(20, 4, 0.0),
+                None,
+            )
+            .unwrap()
+            .level
+        };
+        let tpot = |l: &LevelResult| l.tpot.map_or(f64::NAN, |t| t.mean);
+        let (padded, exact) = (run(None), run(Some((1..=20).collect())));
+        assert!(
+            tpot(&exact) < tpot(&padded),
+            "{} vs {}",
+            tpot(&exact),
+            tpot(&padded)
         );
     }
 }

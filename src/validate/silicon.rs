@@ -329,7 +329,8 @@ pub fn comparisons(
                 kv_dtype,
                 engine,
                 max_running: None,
-                token_budget: deployed_budget(&row.backend, row.isl, batch.unwrap_or(1)),
+                token_budget: deployed_budget(row, batch.unwrap_or(1)),
+                cuda_graph_sizes: deployed_graph_sizes(row, batch.unwrap_or(1)),
                 input_tokens: TokenLengths::Fixed { tokens: row.isl },
                 output_tokens: TokenLengths::Fixed { tokens: row.osl },
                 prefix_share: PrefixShare::NONE,
@@ -372,11 +373,7 @@ fn engine_profile_name(row: &SiliconRow) -> String {
     if row.backend != "vllm" {
         return row.backend.clone();
     }
-    let release = |version: &str| -> Option<(u32, u32)> {
-        let mut parts = version.split('.');
-        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
-    };
-    let before_async = match release(&row.backend_version) {
+    let before_async = match release_of(&row.backend_version) {
         Some(version) => version < (0, 14),
         None => !row.measured.is_empty() && row.measured.as_str() < "2026-01-20",
     };
@@ -400,24 +397,81 @@ fn runs_as_shipped(own: Option<&str>, asked: Option<Dtype>) -> bool {
 /// does not record.
 ///
 /// TensorRT-LLM: AIConfigurator's deployment generator writes `max_num_tokens` = the batch
-/// size + the input length + 500, rounded up to whole KV blocks of 32
-/// (`generator/rule_plugin/trtllm.rule`, unchanged from its first TensorRT-LLM templates to
-/// 2026-04), with chunked prefill off — room for one prompt per iteration beside the decodes,
-/// so a wave of prompts arriving together is prefilled one by one. The batch size is taken as
-/// the row's per-worker batch. (Against the engine's default of 8192, held-out median |TTFT
-/// error| 56 % → 34 % with the benchmark's drained phases.)
+/// size + the input length + 1500 from its first TensorRT-LLM templates
+/// (`cli/backends/trtllm.py`, 2025-08-11) on, and its rule for benchmark deployments
+/// (`generator/rule_plugin/benchmark/trtllm.rule`, rounded up to whole KV blocks of 32) still
+/// does; with chunked prefill off — room for one long prompt per iteration beside the
+/// decodes, so a wave of prompts arriving together is prefilled one by one. (Its rule for
+/// other deployments took the margin to 500 on 2026-04-01; no scored row changes between the
+/// two.) The batch size is taken as the row's per-worker batch. (Against the engine's default
+/// of 8192, held-out median |TTFT error| 56 % → 34 % with the benchmark's drained phases; the
+/// +1500 margin in place of +500 took dense / MoE / disaggregated TensorRT-LLM TTFT
+/// 36.5 / 39.4 / 56.0 % → 35.5 / 33.3 / 53.5 %.)
 ///
-/// vLLM: one prompt's worth of tokens, what AIConfigurator's own estimator assumes (the
-/// generator learnt vLLM only in 2025-12, after these rows), chosen before this split on the
-/// Llama-3.1-8B rows by median |TTFT error|: one prompt 14.5 %, the OpenAI server's default
-/// 34.6 %, 2048 44.5 %. SGLang: its default (one prompt gave 189 % against 174 %).
-fn deployed_budget(backend: &str, isl: u32, batch: u32) -> Option<u64> {
-    let (isl, batch) = (u64::from(isl), u64::from(batch));
-    match backend {
+/// vLLM: from the generator's first vLLM rule (`generator/rule_plugin/vllm.rule`,
+/// 2025-12-04) `max_num_batched_tokens` = the batch size + the input length + 1500, for the
+/// rows collected from then on (or, undated, on a release from 0.14, which came out later).
+/// Rows before it were not generated deployments; for them one prompt's worth of tokens, what
+/// AIConfigurator's own estimator assumes, chosen before this split on the Llama-3.1-8B rows by
+/// median |TTFT error|: one prompt 14.5 %, the OpenAI server's default 34.6 %, 2048 44.5 %.
+/// (The generator's budget for the later rows, in place of one prompt, took the MoE vLLM TTFT
+/// 44.4 % → 41.5 %.) SGLang: its default (one prompt gave 189 % against 174 %).
+fn deployed_budget(row: &SiliconRow, batch: u32) -> Option<u64> {
+    let (isl, batch) = (u64::from(row.isl), u64::from(batch));
+    match row.backend.as_str() {
+        "vllm" if vllm_generated(row) => Some(batch + isl + GENERATOR_BUDGET_MARGIN),
         "vllm" => Some(isl),
-        "trtllm" => Some((batch + isl + 500).div_ceil(32) * 32),
+        "trtllm" => Some(batch + isl + GENERATOR_BUDGET_MARGIN),
         _ => None,
     }
+}
+
+/// The decode batch sizes the collection's deployments captured as CUDA graphs, where the
+/// generator set them: every size up to the worker's batch (`cuda_graph_batch_sizes =
+/// range(1, max_batch_size + 1)`), so no decode step is padded. TensorRT-LLM's rule has it
+/// from 2025-12-04 (`generator/rule_plugin/trtllm.rule`; its rule for benchmark deployments
+/// keeps it to this day), the benchmark rules of vLLM and SGLang from 2026-01-30
+/// (`rule_plugin/benchmark/`). Other rows keep the engine profile's sizes. (Disaggregated
+/// TensorRT-LLM TPOT 27.0 → 23.1 %, MoE vLLM TTFT 41.5 → 41.1 %; nothing else moves.)
+fn deployed_graph_sizes(row: &SiliconRow, batch: u32) -> Option<Vec<u32>> {
+    let since = |day: &str| !row.measured.is_empty() && row.measured.as_str() >= day;
+    let every_size = || (1..=batch.max(1)).collect();
+    match row.backend.as_str() {
+        "trtllm" if since(TRTLLM_EVERY_GRAPH_SINCE) => Some(every_size()),
+        "vllm" | "sglang" if since(BENCHMARK_RULES_SINCE) => Some(every_size()),
+        _ => None,
+    }
+}
+
+/// The tokens AIConfigurator's generator adds to an aggregated worker's budget beyond the
+/// batch and the input length.
+const GENERATOR_BUDGET_MARGIN: u64 = 1500;
+
+/// The day AIConfigurator's generator first wrote vLLM deployments (its `vllm.rule`).
+const VLLM_GENERATOR_SINCE: &str = "2025-12-04";
+
+/// The day the generator's TensorRT-LLM rule began capturing every decode batch size.
+const TRTLLM_EVERY_GRAPH_SINCE: &str = "2025-12-04";
+
+/// The day the generator gained its benchmark rules ("generator add benchmark mode by
+/// setting rule plugins").
+const BENCHMARK_RULES_SINCE: &str = "2026-01-30";
+
+/// Whether a vLLM row ran a deployment AIConfigurator's generator wrote: collected on or
+/// after [`VLLM_GENERATOR_SINCE`], or undated on a release from 0.14 (2026-01-20, later
+/// still).
+fn vllm_generated(row: &SiliconRow) -> bool {
+    if row.measured.is_empty() {
+        release_of(&row.backend_version).is_some_and(|version| version >= (0, 14))
+    } else {
+        row.measured.as_str() >= VLLM_GENERATOR_SINCE
+    }
+}
+
+/// A release's major and minor number ("0.12.0" → (0, 12)); `None` for a nightly or a blank.
+fn release_of(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// Rows of one sweep: the same deployment at several concurrencies.
@@ -694,5 +748,39 @@ mod tests {
             ..row("0.4.6", "2025-01-01")
         };
         assert_eq!(engine_profile_name(&sglang), "sglang");
+    }
+
+    /// The generator's deployments: a budget of the batch + the prompt + 1500 tokens for
+    /// TensorRT-LLM and for the vLLM rows it wrote (one prompt for older vLLM rows, SGLang's
+    /// own default), and every decode batch size up to the worker's batch as a CUDA graph
+    /// from the days its rules said so.
+    #[test]
+    fn generated_deployments_take_the_generators_budget_and_graphs() {
+        let row = |backend: &str, version: &str, measured: &str| SiliconRow {
+            backend: backend.into(),
+            backend_version: version.into(),
+            measured: measured.into(),
+            isl: 4000,
+            ..read_rows(FIXTURE, FIXTURE_NAME).unwrap()[0].clone()
+        };
+        let budget = |r: &SiliconRow| deployed_budget(r, 64);
+        assert_eq!(budget(&row("trtllm", "1.0.0rc3", "")), Some(5564));
+        assert_eq!(budget(&row("trtllm", "", "2026-04-20")), Some(5564));
+        assert_eq!(budget(&row("vllm", "0.18.0", "2026-03-27")), Some(5564));
+        assert_eq!(budget(&row("vllm", "0.15.1", "")), Some(5564));
+        assert_eq!(budget(&row("vllm", "0.12.0", "")), Some(4000));
+        assert_eq!(budget(&row("vllm", "", "2025-10-29")), Some(4000));
+        assert_eq!(budget(&row("sglang", "0.5.9", "2026-03-01")), None);
+
+        let graphs = |r: &SiliconRow| deployed_graph_sizes(r, 6);
+        let every = Some(vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            graphs(&row("trtllm", "1.1.0rc2.post2", "2025-12-15")),
+            every
+        );
+        assert_eq!(graphs(&row("trtllm", "", "2025-11-02")), None);
+        assert_eq!(graphs(&row("trtllm", "1.0.0rc3", "")), None);
+        assert_eq!(graphs(&row("vllm", "0.19.0", "2026-04-01")), every);
+        assert_eq!(graphs(&row("sglang", "0.5.6", "2025-12-20")), None);
     }
 }

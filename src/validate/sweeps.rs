@@ -202,6 +202,7 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 roofline: false,
                 pools: None,
                 speculation: None,
+                cuda_graph_sizes: None,
             },
             arrivals: Arrivals::Closed {
                 users: row.concurrency,
