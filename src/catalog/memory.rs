@@ -316,6 +316,7 @@ mod tests {
             hidden_size: heads * 128,
             intermediate_size: 4 * heads * 128,
             mlp: None,
+            parallel_attention: None,
             heads,
             kv_heads,
             head_dim: 128,

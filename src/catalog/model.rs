@@ -34,6 +34,12 @@ pub struct Model {
     /// default) or `plain` (one up projection, an activation, down; GPT-J, Falcon).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlp: Option<String>,
+    /// Attention and MLP side by side on the same normed input, their outputs summed (Falcon's
+    /// `parallel_attn`): engines split over several cards then all-reduce once per layer, on
+    /// the sum, not once after each (TensorRT-LLM's and vLLM's Falcon layers skip the
+    /// all-reduce inside both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_attention: Option<bool>,
     #[serde(default)]
     pub heads: u32,
     #[serde(default)]
@@ -134,6 +140,16 @@ impl LatentAttention {
 }
 
 impl Model {
+    /// All-reduces per layer when the layer is split over several cards: one after attention
+    /// and one after the MLP, or one after both when they run side by side.
+    pub fn all_reduces_per_layer(&self) -> f64 {
+        if self.parallel_attention == Some(true) {
+            1.0
+        } else {
+            2.0
+        }
+    }
+
     /// A decoder LLM: has a KV cache, and capplan's engine can simulate it.
     pub fn generates_text(&self) -> bool {
         self.task == TEXT_GENERATION

@@ -797,6 +797,7 @@ mod tests {
             parallel: crate::catalog::Parallelism::tensor(1),
             fabric: crate::sim::fabric::Fabric::single_domain(1, 1.0, 1.0),
             layers: 1.0,
+            all_reduces_per_layer: 2.0,
             hidden: 1.0,
             vocab: 0.0,
             attention_width: 0.0,

@@ -199,6 +199,8 @@ pub struct PerfModel {
     /// The links between the cards, past one all-reduce group.
     pub fabric: Fabric,
     pub layers: f64,
+    /// All-reduces a layer ends with when split over cards (`Model::all_reduces_per_layer`).
+    pub all_reduces_per_layer: f64,
     pub hidden: f64,
     pub attention_width: f64,
     /// Vocabulary: the LM head is vocabulary × hidden.
@@ -282,6 +284,7 @@ impl PerfModel {
                 ..Fabric::single_domain(tp, link_gbs, efficiency.link_latency_us)
             },
             layers: f64::from(model.layers),
+            all_reduces_per_layer: model.all_reduces_per_layer(),
             hidden: f64::from(model.hidden_size),
             vocab: f64::from(model.vocab_size),
             attention_width: f64::from(model.heads * model.head_dim),
@@ -484,7 +487,7 @@ impl PerfModel {
             let per_all_reduce = 2.0 * tp.log2() * eff.link_latency_us * 1e-6
                 + 2.0 * (tp - 1.0) / tp * message / (self.link_bytes_per_s * eff.link)
                 + self.fabric.cross_domain_all_reduce_s(self.tp, message);
-            2.0 * self.layers * per_all_reduce
+            self.all_reduces_per_layer * self.layers * per_all_reduce
         } else {
             0.0
         };
