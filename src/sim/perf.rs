@@ -639,6 +639,30 @@ mod tests {
         assert_eq!(pcie.link_bytes_per_s, 32e9);
     }
 
+    /// The roofline counts one all-reduce a layer for a model whose attention and MLP run
+    /// side by side: half the communication of the same shapes reduced after each.
+    #[test]
+    fn a_parallel_attention_model_all_reduces_once_a_layer() {
+        let catalog = Catalog::shipped().unwrap();
+        let card = catalog.card("A100-80G-SXM").unwrap();
+        let falcon = catalog.model("falcon-180b").unwrap();
+        let sequential = Model {
+            parallel_attention: None,
+            ..falcon.clone()
+        };
+        let eff = a100_13b(1, "nvlink").efficiency;
+        let mut work = StepWork::default();
+        work.add_decode(64.0, 64.0 * 500.0);
+        let time = |model: &Model| {
+            PerfModel::new(model, card, "nvlink", 8, Dtype::Fp16, Dtype::Fp16, eff)
+                .step_time(&work)
+                .communication
+        };
+        let (once, twice) = (time(falcon), time(&sequential));
+        assert!(once > 0.0);
+        assert!((twice / once - 2.0).abs() < 1e-9, "{once} vs {twice}");
+    }
+
     #[test]
     fn moe_reads_only_routed_experts() {
         let catalog = Catalog::shipped().unwrap();
