@@ -67,8 +67,9 @@ pub struct OperatorStep {
     shared_down_k: f64,
     shared_experts: f64,
     moe_layer_share: f64,
-    /// Attention and MLP side by side, reduced together: one all-reduce a layer, not two.
-    parallel_attention: bool,
+    /// All-reduces a dense layer ends with when split over cards
+    /// (`Model::all_reduces_per_layer`: one when attention and MLP run side by side).
+    all_reduces_per_layer: f64,
     vocab_n: f64,
     heads_per_card: f64,
     kv_heads_per_card: f64,
@@ -306,7 +307,7 @@ impl OperatorStep {
             } else {
                 0.0
             },
-            parallel_attention: model.all_reduces_per_layer() < 2.0,
+            all_reduces_per_layer: model.all_reduces_per_layer(),
             vocab_n: f64::from(model.vocab_size) / tpf,
             heads_per_card: heads / tpf,
             kv_heads_per_card,
@@ -461,19 +462,17 @@ impl OperatorStep {
         // After attention and after a dense FFN the replica's cards all-reduce; after the
         // experts too while the tokens are replicated over the stage (no attention replicas:
         // each card runs its experts on every token and the sums meet in the all-reduce),
-        // else the tokens go to their experts' cards and back (all-to-all).
-        // A layer whose attention and MLP run side by side reduces their sum once.
+        // else the tokens go to their experts' cards and back (all-to-all). A dense layer
+        // whose attention and MLP run side by side reduces their sum once.
         let all_reduce = self.all_reduce_us(local * self.hidden * 2.0, graph);
-        let communication = if self.parallel_attention && !experts {
+        let communication = if !experts {
+            self.all_reduces_per_layer * all_reduce
+        } else if self.parallel.dp > 1 {
             all_reduce
+                + (1.0 - self.moe_layer_share) * all_reduce
+                + self.moe_layer_share * self.expert_exchange_us(m, local)
         } else {
-            all_reduce
-                + if experts && self.parallel.dp > 1 {
-                    (1.0 - self.moe_layer_share) * all_reduce
-                        + self.moe_layer_share * self.expert_exchange_us(m, local)
-                } else {
-                    all_reduce
-                }
+            2.0 * all_reduce
         };
         let mut memo = self.memo.borrow_mut();
         if even {

@@ -67,6 +67,14 @@ pub struct SiliconRow {
     pub same_measurement_as: String,
 }
 
+impl SiliconRow {
+    /// Whether the row was collected on or after `day` (`YYYY-MM-DD`, which compares as
+    /// text); `None` when the row records no date.
+    fn collected_since(&self, day: &str) -> Option<bool> {
+        (!self.measured.is_empty()).then(|| self.measured.as_str() >= day)
+    }
+}
+
 /// Reads the rows of `text` (the fixture's format); errors name `origin:line`.
 pub fn read_rows(text: &str, origin: &str) -> Result<Vec<SiliconRow>, InputError> {
     let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
@@ -375,7 +383,7 @@ fn engine_profile_name(row: &SiliconRow) -> String {
     }
     let before_async = match release_of(&row.backend_version) {
         Some(version) => version < (0, 14),
-        None => !row.measured.is_empty() && row.measured.as_str() < "2026-01-20",
+        None => row.collected_since("2026-01-20") == Some(false),
     };
     if before_async {
         "vllm-0.13".into()
@@ -434,10 +442,10 @@ fn deployed_budget(row: &SiliconRow, batch: u32) -> Option<u64> {
 /// (`rule_plugin/benchmark/`). Other rows keep the engine profile's sizes. (Disaggregated
 /// TensorRT-LLM TPOT 27.0 → 23.1 %, MoE vLLM TTFT 41.5 → 41.1 %; nothing else moves.)
 fn deployed_graph_sizes(row: &SiliconRow, batch: u32) -> Option<Vec<u32>> {
-    let since = |day: &str| !row.measured.is_empty() && row.measured.as_str() >= day;
+    let since = |day: &str| row.collected_since(day) == Some(true);
     let every_size = || (1..=batch.max(1)).collect();
     match row.backend.as_str() {
-        "trtllm" if since(TRTLLM_EVERY_GRAPH_SINCE) => Some(every_size()),
+        "trtllm" if since(GENERATOR_RULES_SINCE) => Some(every_size()),
         "vllm" | "sglang" if since(BENCHMARK_RULES_SINCE) => Some(every_size()),
         _ => None,
     }
@@ -447,25 +455,22 @@ fn deployed_graph_sizes(row: &SiliconRow, batch: u32) -> Option<Vec<u32>> {
 /// batch and the input length.
 const GENERATOR_BUDGET_MARGIN: u64 = 1500;
 
-/// The day AIConfigurator's generator first wrote vLLM deployments (its `vllm.rule`).
-const VLLM_GENERATOR_SINCE: &str = "2025-12-04";
-
-/// The day the generator's TensorRT-LLM rule began capturing every decode batch size.
-const TRTLLM_EVERY_GRAPH_SINCE: &str = "2025-12-04";
+/// The day AIConfigurator's generator took its rules (`generator/rule_plugin/`): its first
+/// vLLM deployments, and TensorRT-LLM's rule capturing every decode batch size.
+const GENERATOR_RULES_SINCE: &str = "2025-12-04";
 
 /// The day the generator gained its benchmark rules ("generator add benchmark mode by
 /// setting rule plugins").
 const BENCHMARK_RULES_SINCE: &str = "2026-01-30";
 
 /// Whether a vLLM row ran a deployment AIConfigurator's generator wrote: collected on or
-/// after [`VLLM_GENERATOR_SINCE`], or undated on a release from 0.14 (2026-01-20, later
+/// after [`GENERATOR_RULES_SINCE`], or undated on a release from 0.14 (2026-01-20, later
 /// still).
 fn vllm_generated(row: &SiliconRow) -> bool {
-    if row.measured.is_empty() {
-        release_of(&row.backend_version).is_some_and(|version| version >= (0, 14))
-    } else {
-        row.measured.as_str() >= VLLM_GENERATOR_SINCE
-    }
+    row.collected_since(GENERATOR_RULES_SINCE)
+        .unwrap_or_else(|| {
+            release_of(&row.backend_version).is_some_and(|version| version >= (0, 14))
+        })
 }
 
 /// A release's major and minor number ("0.12.0" → (0, 12)); `None` for a nightly or a blank.
