@@ -360,3 +360,28 @@ fn layouts_that_do_not_divide_the_model() {
     ]);
     assert_input_error(&run, &["ep 8", "dense"]);
 }
+
+/// A grouped-query decode share outside 0..1 in an engines.toml override: exit 2, naming it.
+#[test]
+fn a_reread_share_outside_zero_to_one_is_refused() {
+    let dir = scratch("bad-reread-share");
+    let shipped = std::fs::read_to_string("hardware/engines.toml").unwrap();
+    let line = shipped
+        .lines()
+        .find(|l| l.starts_with("reread_share"))
+        .expect("a reread_share in hardware/engines.toml");
+    std::fs::write(
+        dir.join("engines.toml"),
+        shipped.replace(line, "reread_share = 1.5"),
+    )
+    .unwrap();
+    let run = capplan(&[
+        "--hardware",
+        dir.to_str().unwrap(),
+        "hardware",
+        "list",
+        "engines",
+    ]);
+    assert_input_error(&run, &["engines.toml", "trtllm-0.x", "reread_share", "1.5"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -267,3 +267,45 @@ fn a_closed_loop_source_fits_its_request_overhead_on_the_rows_that_barely_queue(
     // leave the profile's own, none.
     assert_eq!(request_ms("trtllm"), 0.0);
 }
+
+/// TensorRT-LLM 0.x decodes Llama-3-8B's four query heads per KV head without a grouped-query
+/// kernel: fitted from a catalog that says none of the re-reads reach memory, the NIM sweeps'
+/// H100 rows ask for a share of them, and scoring with it beats the catalog's on those rows.
+#[test]
+fn the_nim_fit_finds_the_masked_attention_rereads() {
+    let catalog = std::fs::read_to_string("hardware/engines.toml").unwrap();
+    let shipped = catalog
+        .lines()
+        .find(|l| l.starts_with("reread_share"))
+        .expect("a reread_share in hardware/engines.toml")
+        .to_string();
+    let hardware = common::scratch("reread-share-fit");
+    std::fs::write(
+        hardware.path().join("engines.toml"),
+        catalog.replace(&shipped, "reread_share = 0.0"),
+    )
+    .unwrap();
+    let run = capplan(&[
+        "validate",
+        "--hardware",
+        hardware.path().to_str().unwrap(),
+        "--source",
+        "nim",
+        "--engine",
+        "trtllm-0.x",
+        "--fit",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let fitted = &report["fitted"][0];
+    assert_eq!(fitted["engine"], "trtllm-0.x");
+    let share = fitted["reread_share"].as_f64().expect("a fitted share");
+    assert!(share > 0.1 && share <= 1.0, "{share}");
+    let (before, after) = (
+        fitted["rms_log_error_before"].as_f64().unwrap(),
+        fitted["rms_log_error_after"].as_f64().unwrap(),
+    );
+    assert!(after < 0.95 * before, "{before} -> {after}");
+}

@@ -189,6 +189,10 @@ pub struct EngineProfile {
     /// How FP8 weights' input activations are scaled: `dynamic` (default) or `static`.
     #[serde(default)]
     pub fp8_activation_scales: ActivationScales,
+    /// The shapes its grouped-query decode kernel was built for, where it lacks one for
+    /// others (TensorRT-LLM before 1.0); without it every shape has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grouped_decode: Option<super::GroupedDecodeKernels>,
     /// Decode batches up to this size run as captured CUDA graphs, padded up to the next
     /// size in `cuda_graph_sizes`; larger ones run eagerly at their own size.
     pub cuda_graph_sizes: Vec<u32>,
@@ -310,6 +314,7 @@ mod tests {
             prefix_caching: true,
             schedule_ahead: false,
             fp8_activation_scales: ActivationScales::Dynamic,
+            grouped_decode: None,
             cuda_graph_sizes: sizes,
             memory_utilization: 0.9,
             step_overhead_ms: 1.0,

@@ -325,6 +325,20 @@ fn check_engine(engine: &EngineProfile, source: &Source) -> Result<(), InputErro
             "cuda_graph_sizes must be batch sizes in ascending order, each at least 1".into(),
         ));
     }
+    if let Some(kernels) = &engine.grouped_decode {
+        let share = kernels.reread_share;
+        if !(share.is_finite() && (0.0..=1.0).contains(&share)) {
+            return Err(invalid(format!(
+                "grouped_decode.reread_share is a share of the re-reads (0 ≤ x ≤ 1), got {share}"
+            )));
+        }
+        if kernels.head_dims.is_empty() || kernels.query_heads_per_kv.is_empty() {
+            return Err(invalid(
+                "grouped_decode needs the head_dims and query_heads_per_kv its kernel was built for"
+                    .into(),
+            ));
+        }
+    }
     Ok(())
 }
 

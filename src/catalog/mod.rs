@@ -2,6 +2,7 @@
 
 pub mod band;
 pub mod card;
+pub mod decode_kernels;
 pub mod dtype;
 pub mod engine;
 pub mod load;
@@ -13,6 +14,7 @@ pub mod operators;
 pub mod parallelism;
 
 pub use card::{Card, EfficiencyOverrides};
+pub use decode_kernels::GroupedDecodeKernels;
 pub use dtype::Dtype;
 pub use engine::{
     ActivationScales, Admission, EngineProfile, KvReservation, LargeCardDefaults, StepMix,

@@ -108,6 +108,9 @@ pub struct OperatorStep {
     hbm_bytes_per_s: f64,
     /// Static FP8 activation scales skip the scale kernel the FP8 GEMM timings include.
     fp8_activation_scales: ActivationScales,
+    /// Reads of each cached KV position per decode step, in reads of every KV head once (more
+    /// where the engine has no grouped-query kernel for the shape).
+    decode_kv_reads: f64,
     /// Per-layer GEMM and all-reduce µs by token count (and graph or eager all-reduce), and
     /// LM-head µs by sampled sequences: a prediction runs the same few hundred token counts
     /// through hundreds of thousands of steps, and each lookup interpolates several grids.
@@ -323,6 +326,7 @@ impl OperatorStep {
             all_reduce_set_aside_from: None,
             hbm_bytes_per_s: hbm_bandwidth_gbs * 1e9,
             fp8_activation_scales: ActivationScales::Dynamic,
+            decode_kv_reads: 1.0,
             tables,
             memo: RefCell::new(Memo::default()),
         })
@@ -353,6 +357,17 @@ impl OperatorStep {
     pub fn with_fp8_activation_scales(mut self, scales: ActivationScales) -> OperatorStep {
         if scales != self.fp8_activation_scales {
             self.fp8_activation_scales = scales;
+            *self.memo.borrow_mut() = Memo::default();
+        }
+        self
+    }
+
+    /// The same layout decoded by a kernel that reads each cached position `reads` times (in
+    /// reads of every KV head once): the table is looked up at as many KV-head streams.
+    pub fn with_decode_kv_reads(mut self, reads: f64) -> OperatorStep {
+        let reads = reads.max(1.0);
+        if reads != self.decode_kv_reads {
+            self.decode_kv_reads = reads;
             *self.memo.borrow_mut() = Memo::default();
         }
         self
@@ -721,7 +736,7 @@ impl OperatorStep {
                     // wide range (512 sequence-heads of 4 096 tokens: 341 µs, 3.1 TB/s from a
                     // 2.0 TB/s card; its vLLM and SGLang tables, 703 and 869 µs), so reading
                     // it as measured took long-context decode steps on A100 too short.
-                    let batch_kv_heads = sequences * self.kv_heads_per_card;
+                    let batch_kv_heads = sequences * self.kv_heads_per_card * self.decode_kv_reads;
                     let floor = batch_kv_heads * mean_len * self.kv_head_token_bytes
                         / self.hbm_bytes_per_s
                         * 1e6

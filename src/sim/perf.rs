@@ -214,6 +214,9 @@ pub struct PerfModel {
     pub active_params: f64,
     pub weight_bytes_per_param: f64,
     pub kv_bytes_per_position_per_card: f64,
+    /// Reads of each cached position per decode step (1 unless the engine lacks a grouped-query
+    /// kernel for the layout: see `GroupedDecodeKernels`).
+    pub decode_kv_reads: f64,
     /// Per card, FLOP/s and bytes/s.
     pub peak_flops: f64,
     pub hbm_bytes_per_s: f64,
@@ -299,6 +302,7 @@ impl PerfModel {
             kv_bytes_per_position_per_card: model
                 .kv_bytes_per_token(kv_dtype.bytes(), tp, model.default_context())
                 .1,
+            decode_kv_reads: 1.0,
             peak_flops: peak_tflops * 1e12,
             hbm_bytes_per_s: card.hbm_bandwidth_gbs * 1e9,
             link_bytes_per_s: link_gbs * 1e9 / 2.0,
@@ -314,6 +318,12 @@ impl PerfModel {
     pub fn with_layout(mut self, parallel: Parallelism, fabric: Fabric) -> PerfModel {
         self.parallel = parallel;
         self.fabric = fabric;
+        self
+    }
+
+    /// The same model decoding with a kernel that reads each cached position `reads` times.
+    pub fn with_decode_kv_reads(mut self, reads: f64) -> PerfModel {
+        self.decode_kv_reads = reads.max(1.0);
         self
     }
 
@@ -477,7 +487,9 @@ impl PerfModel {
             + 4.0 * self.layers * self.attention_width * work.attention_pairs;
         let compute = flops / (tp * dp * self.peak_flops * eff.compute);
         let (shared, experts) = self.weight_bytes_split(work.tokens);
-        let bytes = shared + self.kv_bytes_per_position_per_card * work.kv_positions_read / dp;
+        let kv_positions =
+            work.kv_positions_read + (self.decode_kv_reads - 1.0) * work.decode_positions;
+        let bytes = shared + self.kv_bytes_per_position_per_card * kv_positions / dp;
         // Routed experts stream at the share of bandwidth measured fused-MoE kernels reach,
         // never above the card's own memory efficiency.
         let memory = bytes / (self.hbm_bytes_per_s * eff.memory)

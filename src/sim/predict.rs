@@ -23,8 +23,8 @@ use crate::catalog::band::CStarRange;
 use crate::catalog::memory::LayoutRejected;
 use crate::catalog::operators::{OperatorLibrary, OperatorTables};
 use crate::catalog::{
-    memory_fit_layout, ActivationScales, Card, Dtype, EngineProfile, MemoryFit, MemoryOptions,
-    Model, Node, Parallelism,
+    memory_fit_layout, ActivationScales, Card, Dtype, EngineProfile, GroupedDecodeKernels,
+    MemoryFit, MemoryOptions, Model, Node, Parallelism,
 };
 use crate::slo::{format_seconds, Slo};
 use crate::stats::{SortedSample, Summary};
@@ -137,6 +137,9 @@ pub struct Calibration {
     /// How the engine scales FP8 GEMM inputs (static scales skip a kernel per GEMM).
     #[serde(skip)]
     pub fp8_activation_scales: ActivationScales,
+    /// The shapes the engine's grouped-query decode kernel covers, where it lacks some.
+    #[serde(skip)]
+    pub grouped_decode: Option<GroupedDecodeKernels>,
 }
 
 impl Calibration {
@@ -155,6 +158,7 @@ impl Calibration {
             operators: None,
             graph_sizes: Vec::new(),
             fp8_activation_scales: ActivationScales::Dynamic,
+            grouped_decode: None,
         }
     }
 
@@ -205,6 +209,7 @@ impl Calibration {
             operators: tables.map(Arc::clone),
             graph_sizes: engine.cuda_graph_sizes.clone(),
             fp8_activation_scales: engine.fp8_activation_scales,
+            grouped_decode: engine.grouped_decode.clone(),
         }
     }
 }
@@ -417,6 +422,13 @@ pub fn engine_for(
         calibration.efficiency,
     )
     .with_layout(layout.parallel, fabric);
+    // An engine without a grouped-query decode kernel for this shape streams each KV head
+    // once per query head (what the L2 cache does not catch of it).
+    let kv_reads = calibration
+        .grouped_decode
+        .as_ref()
+        .map_or(1.0, |kernels| kernels.kv_reads(layout.model, layout.tp));
+    perf = perf.with_decode_kv_reads(kv_reads);
     if let Some(tables) = &calibration.operators {
         // Tables that cannot time this model (a dtype or head size they were not measured
         // at) leave the roofline in place; the prediction's basis says which was used.
@@ -431,6 +443,7 @@ pub fn engine_for(
         )
         .map(|step| {
             step.with_fp8_activation_scales(calibration.fp8_activation_scales)
+                .with_decode_kv_reads(kv_reads)
                 .with_fabric(fabric)
         }) {
             perf = perf.with_operators(step, calibration.graph_sizes.clone());
@@ -1318,6 +1331,65 @@ mod tests {
             req,
         )
         .unwrap()
+    }
+
+    /// A decode step of `batch` sequences over 2 048 cached positions, s.
+    fn decode_step(
+        layout: &Layout,
+        profile: &EngineProfile,
+        calibration: &Calibration,
+        batch: f64,
+    ) -> f64 {
+        let options = EngineOptions::for_card(profile, layout.card);
+        let (engine, _) = engine_for(layout, calibration, &options, false).unwrap();
+        let mut work = StepWork::default();
+        work.add_decode(batch, batch * 2048.0);
+        engine.perf().step_time(&work).total
+    }
+
+    #[test]
+    fn an_engine_without_a_grouped_kernel_for_the_shape_rereads_the_cache() {
+        let catalog = Catalog::shipped().unwrap();
+        let engine = catalog.engine("trtllm-0.x").unwrap();
+        assert!(engine.grouped_decode.is_some());
+        // Measured tables (H100) and the roofline (L40) both read the cache once per KV head
+        // where a grouped kernel covers the shape, and more where none does.
+        for (card, tp) in [("H100-SXM", 8), ("L40", 8)] {
+            let card = catalog.card(card).unwrap();
+            let with =
+                Calibration::for_engine(card, &card.interconnect, engine, &catalog.operators);
+            let without = Calibration {
+                grouped_decode: None,
+                ..with.clone()
+            };
+            for (model, slower) in [("falcon-180b", true), ("llama-2-70b", false)] {
+                let model = catalog.model(model).unwrap();
+                let layout = Layout {
+                    memory: MemoryOptions {
+                        dtype: Some(Dtype::Fp8),
+                        kv_dtype: Some(Dtype::Fp8),
+                        ..MemoryOptions::default()
+                    },
+                    ..Layout::on_card(model, card, tp)
+                };
+                let (reread, once) = (
+                    decode_step(&layout, engine, &with, 64.0),
+                    decode_step(&layout, engine, &without, 64.0),
+                );
+                if slower {
+                    // Falcon-180B: 29 query heads per KV head, 64 wide; no XQA kernel.
+                    assert!(
+                        reread > 1.05 * once,
+                        "{} {}: {reread} vs {once}",
+                        model.name,
+                        card.name
+                    );
+                } else {
+                    // Llama-2-70B: 8 per KV head, 128 wide: XQA's shape.
+                    assert_eq!(reread, once, "{} {}", model.name, card.name);
+                }
+            }
+        }
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub struct FittedOverheads {
     /// Per transformer layer of an iteration launched without a CUDA graph, µs: fitted only
     /// for a profile that captures no graphs (else every decode step hides it).
     pub eager_layer_overhead_us: f64,
+    /// Of a masked-MHA decode's extra KV reads, the share that reaches memory: fitted only for
+    /// a profile whose grouped-query decode kernel lacks some shapes (`grouped_decode`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reread_share: Option<f64>,
     /// Time from arrival to the engine's queue, ms: fitted only when every fit row's arrivals
     /// are open-loop (a rate), whose TTFT no closed loop's lock-step decides; else the
     /// profile's own.
@@ -48,12 +52,46 @@ struct Problem<'a> {
 }
 
 impl Problem<'_> {
+    /// Without CUDA graphs every iteration pays the host's launches, layer by layer: a cost
+    /// that grows with the model's depth, which a per-step constant fitted on one model
+    /// would carry wrongly to a deeper or shallower one.
+    fn fits_eager_layers(&self) -> bool {
+        self.base.cuda_graph_sizes.is_empty()
+    }
+
+    /// Where the engine decodes some shapes with masked MHA, how much of its re-reading
+    /// reaches memory is a property of the engine's kernels no table measured.
+    fn fits_reread_share(&self) -> bool {
+        self.base.grouped_decode.is_some()
+    }
+
+    /// The log-space starting point: per step, per sequence, then the optional parameters.
+    fn start(&self) -> Vec<f64> {
+        let base = self.base;
+        let mut start = vec![
+            base.step_overhead_ms.max(0.05).ln(),
+            base.seq_overhead_us.max(0.05).ln(),
+        ];
+        if self.fits_eager_layers() {
+            start.push(base.eager_layer_overhead_us.max(0.5).ln());
+        }
+        if let Some(kernels) = &base.grouped_decode {
+            start.push(kernels.reread_share.clamp(0.01, 1.0).ln());
+        }
+        start
+    }
+
     fn profile(&self, p: &[f64]) -> EngineProfile {
         let mut profile = self.base.clone();
         profile.step_overhead_ms = p[0].exp().clamp(0.01, 200.0);
         profile.seq_overhead_us = p[1].exp().clamp(0.01, 2000.0);
-        if let Some(eager) = p.get(2) {
-            profile.eager_layer_overhead_us = eager.exp().clamp(0.01, 2000.0);
+        let mut next = 2;
+        if self.fits_eager_layers() {
+            profile.eager_layer_overhead_us = p[next].exp().clamp(0.01, 2000.0);
+            next += 1;
+        }
+        if let (true, Some(kernels)) = (self.fits_reread_share(), profile.grouped_decode.as_mut()) {
+            kernels.reread_share = p[next].exp().clamp(0.001, 1.0);
         }
         profile
     }
@@ -121,16 +159,7 @@ pub fn fit_overheads(
         base,
     };
     let before = problem.rms(base);
-    let mut start = vec![
-        base.step_overhead_ms.max(0.05).ln(),
-        base.seq_overhead_us.max(0.05).ln(),
-    ];
-    // Without CUDA graphs every iteration pays the host's launches, layer by layer: a cost
-    // that grows with the model's depth, which a per-step constant fitted on one model
-    // would carry wrongly to a deeper or shallower one.
-    if base.cuda_graph_sizes.is_empty() {
-        start.push(base.eager_layer_overhead_us.max(0.5).ln());
-    }
+    let start = problem.start();
     let minimum = minimise(problem, &start, 1.0, 1e-4, max_iterations)?;
     let best = minimum.best.unwrap_or(start);
     let problem = Problem {
@@ -172,6 +201,10 @@ pub fn fit_overheads(
             step_overhead_ms: fitted.step_overhead_ms,
             seq_overhead_us: fitted.seq_overhead_us,
             eager_layer_overhead_us: fitted.eager_layer_overhead_us,
+            reread_share: fitted
+                .grouped_decode
+                .as_ref()
+                .map(|kernels| kernels.reread_share),
             request_overhead_ms: fitted.request_overhead_ms,
             rms_log_error_before: before,
             rms_log_error_after: after,

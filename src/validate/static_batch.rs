@@ -76,6 +76,9 @@ pub struct StepParameters {
     pub eager_layer_us: f64,
     pub roofline_compute: f64,
     pub roofline_memory: f64,
+    /// Of a masked-MHA decode's extra KV reads (a shape TensorRT-LLM 0.9's grouped-query
+    /// kernel was not built for), the share that reaches memory.
+    pub reread_share: f64,
 }
 
 impl StepParameters {
@@ -86,6 +89,7 @@ impl StepParameters {
             eager_layer_us: p[2].exp().clamp(0.001, 1000.0),
             roofline_compute: p[3].exp().clamp(0.05, 1.0),
             roofline_memory: p[4].exp().clamp(0.05, 1.0),
+            reread_share: p[5].exp().clamp(0.001, 1.0),
         }
     }
 
@@ -96,6 +100,7 @@ impl StepParameters {
             self.eager_layer_us.ln(),
             self.roofline_compute.ln(),
             self.roofline_memory.ln(),
+            self.reread_share.ln(),
         ]
     }
 }
@@ -166,6 +171,9 @@ fn predict(
     calibration.efficiency.eager_layer_overhead_us = p.eager_layer_us;
     calibration.efficiency.compute = p.roofline_compute;
     calibration.efficiency.memory = p.roofline_memory;
+    if let Some(kernels) = calibration.grouped_decode.as_mut() {
+        kernels.reread_share = p.reread_share;
+    }
     let options = EngineOptions::for_card(engine, card);
     let (engine, _) = engine_for(&layout, &calibration, &options, false).ok()?;
     let perf = engine.perf();
@@ -257,6 +265,11 @@ fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepPara
         eager_layer_us: engine.eager_layer_overhead_us.max(0.01),
         roofline_compute: 0.5,
         roofline_memory: 0.75,
+        reread_share: engine
+            .grouped_decode
+            .as_ref()
+            .map_or(0.5, |kernels| kernels.reread_share)
+            .max(0.01),
     };
     let origin = start.to_log();
     let problem = Problem {
@@ -492,6 +505,7 @@ mod tests {
             eager_layer_us: 0.0,
             roofline_compute: 0.5,
             roofline_memory: 0.7,
+            reread_share: 0.5,
         };
         let step = |batch| {
             predict(
@@ -519,6 +533,7 @@ mod tests {
             eager_layer_us: 50.0,
             roofline_compute: 0.5,
             roofline_memory: 0.7,
+            reread_share: 0.5,
         };
         let mut row = timed(&catalog, "L40S", "llama-2-70b", 1);
         row.row.tp = 8;
