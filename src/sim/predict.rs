@@ -463,13 +463,25 @@ pub fn engine_for(
 /// The basis an engine's step times actually rest on: its operator tables, or the roofline
 /// (with the calibration's reason, or because the tables cannot time this dtype or model).
 pub fn step_basis(engine: &Engine, calibration: &Calibration) -> String {
-    match &engine.perf().operators {
+    let basis = match &engine.perf().operators {
         Some(step) => operator_basis(step.tables()),
         None if calibration.operators.is_some() => format!(
             "{ROOFLINE_BASIS}: the {} operator tables have no timings for this model's dtype or head size",
             calibration.engine
         ),
         None => calibration.basis.clone(),
+    };
+    // A cost the tables did not measure, charged from a fitted share: said beside them.
+    let reads = engine.perf().decode_kv_reads;
+    if reads > 1.0 {
+        format!(
+            "{basis}; decode attention reads each cached KV head {reads:.1} times: {} has no \
+             grouped-query decode kernel for this head shape (masked MHA; re-read share fitted, \
+             `grouped_decode` in hardware/engines.toml)",
+            calibration.engine
+        )
+    } else {
+        basis
     }
 }
 
@@ -1333,18 +1345,22 @@ mod tests {
         .unwrap()
     }
 
-    /// A decode step of `batch` sequences over 2 048 cached positions, s.
+    /// A decode step of `batch` sequences over 2 048 cached positions, s, and the basis the
+    /// prediction states.
     fn decode_step(
         layout: &Layout,
         profile: &EngineProfile,
         calibration: &Calibration,
         batch: f64,
-    ) -> f64 {
+    ) -> (f64, String) {
         let options = EngineOptions::for_card(profile, layout.card);
         let (engine, _) = engine_for(layout, calibration, &options, false).unwrap();
         let mut work = StepWork::default();
         work.add_decode(batch, batch * 2048.0);
-        engine.perf().step_time(&work).total
+        (
+            engine.perf().step_time(&work).total,
+            step_basis(&engine, calibration),
+        )
     }
 
     #[test]
@@ -1372,9 +1388,15 @@ mod tests {
                     },
                     ..Layout::on_card(model, card, tp)
                 };
-                let (reread, once) = (
+                let ((reread, basis), (once, _)) = (
                     decode_step(&layout, engine, &with, 64.0),
                     decode_step(&layout, engine, &without, 64.0),
+                );
+                // The prediction says when it charged the re-reads.
+                assert_eq!(
+                    basis.contains("grouped-query decode kernel"),
+                    slower,
+                    "{basis}"
                 );
                 if slower {
                     // Falcon-180B: 29 query heads per KV head, 64 wide; no XQA kernel.
