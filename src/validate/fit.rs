@@ -4,6 +4,9 @@
 //! Two numbers: per iteration (ms) and per sequence in it (µs), fitted to mean TPOT — the
 //! figure iteration times decide directly. (TTFT also depends on how a benchmark's users fall
 //! in and out of step; fitting the step constants to it would let them stand in for that.)
+//! Beside them, where the profile has them: a per-layer cost of iterations launched without
+//! CUDA graphs, and the share of a masked-MHA decode's KV re-reads that reach memory (an
+//! engine without a grouped-query kernel for some shapes: `grouped_decode`).
 //! These are the only numbers of the step model fitted to end-to-end measurements: kernel
 //! times come from measured operator tables, scheduler behaviour from the engine's defaults.
 //! What the kernels leave out (scheduling, input preparation, sampling, the HTTP front) is
