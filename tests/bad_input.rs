@@ -365,14 +365,9 @@ fn layouts_that_do_not_divide_the_model() {
 #[test]
 fn a_reread_share_outside_zero_to_one_is_refused() {
     let dir = scratch("bad-reread-share");
-    let shipped = std::fs::read_to_string("hardware/engines.toml").unwrap();
-    let line = shipped
-        .lines()
-        .find(|l| l.starts_with("reread_share"))
-        .expect("a reread_share in hardware/engines.toml");
     std::fs::write(
         dir.join("engines.toml"),
-        shipped.replace(line, "reread_share = 1.5"),
+        common::shipped_engines_with("reread_share", "reread_share = 1.5"),
     )
     .unwrap();
     let run = capplan(&[

@@ -273,16 +273,10 @@ fn a_closed_loop_source_fits_its_request_overhead_on_the_rows_that_barely_queue(
 /// H100 rows ask for a share of them, and scoring with it beats the catalog's on those rows.
 #[test]
 fn the_nim_fit_finds_the_masked_attention_rereads() {
-    let catalog = std::fs::read_to_string("hardware/engines.toml").unwrap();
-    let shipped = catalog
-        .lines()
-        .find(|l| l.starts_with("reread_share"))
-        .expect("a reread_share in hardware/engines.toml")
-        .to_string();
     let hardware = common::scratch("reread-share-fit");
     std::fs::write(
         hardware.path().join("engines.toml"),
-        catalog.replace(&shipped, "reread_share = 0.0"),
+        common::shipped_engines_with("reread_share", "reread_share = 0.0"),
     )
     .unwrap();
     let run = capplan(&[

@@ -321,16 +321,21 @@ impl PerfModel {
         self
     }
 
-    /// The same model decoding with a kernel that reads each cached position `reads` times.
+    /// The same model decoding with a kernel that reads each cached position `reads` times,
+    /// on the roofline and in its operator step alike (whichever is set first).
     pub fn with_decode_kv_reads(mut self, reads: f64) -> PerfModel {
         self.decode_kv_reads = reads.max(1.0);
+        self.operators = self
+            .operators
+            .take()
+            .map(|step| step.with_decode_kv_reads(self.decode_kv_reads));
         self
     }
 
     /// Times kernels from `operators` instead of the roofline; decode-only steps run as CUDA
-    /// graphs of `graph_sizes`.
+    /// graphs of `graph_sizes`. The step decodes with this model's KV reads.
     pub fn with_operators(mut self, operators: OperatorStep, graph_sizes: Vec<u32>) -> PerfModel {
-        self.operators = Some(operators);
+        self.operators = Some(operators.with_decode_kv_reads(self.decode_kv_reads));
         self.graph_sizes = graph_sizes;
         self
     }

@@ -423,12 +423,14 @@ pub fn engine_for(
     )
     .with_layout(layout.parallel, fabric);
     // An engine without a grouped-query decode kernel for this shape streams each KV head
-    // once per query head (what the L2 cache does not catch of it).
-    let kv_reads = calibration
-        .grouped_decode
-        .as_ref()
-        .map_or(1.0, |kernels| kernels.kv_reads(layout.model, layout.tp));
-    perf = perf.with_decode_kv_reads(kv_reads);
+    // once per query head (what the L2 cache does not catch of it); the operator step set
+    // below takes the same reads from the perf model.
+    perf = perf.with_decode_kv_reads(
+        calibration
+            .grouped_decode
+            .as_ref()
+            .map_or(1.0, |kernels| kernels.kv_reads(layout.model, layout.tp)),
+    );
     if let Some(tables) = &calibration.operators {
         // Tables that cannot time this model (a dtype or head size they were not measured
         // at) leave the roofline in place; the prediction's basis says which was used.
@@ -443,7 +445,6 @@ pub fn engine_for(
         )
         .map(|step| {
             step.with_fp8_activation_scales(calibration.fp8_activation_scales)
-                .with_decode_kv_reads(kv_reads)
                 .with_fabric(fabric)
         }) {
             perf = perf.with_operators(step, calibration.graph_sizes.clone());

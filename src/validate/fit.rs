@@ -62,13 +62,9 @@ impl Problem<'_> {
         self.base.cuda_graph_sizes.is_empty()
     }
 
-    /// Where the engine decodes some shapes with masked MHA, how much of its re-reading
-    /// reaches memory is a property of the engine's kernels no table measured.
-    fn fits_reread_share(&self) -> bool {
-        self.base.grouped_decode.is_some()
-    }
-
     /// The log-space starting point: per step, per sequence, then the optional parameters.
+    /// Where the engine decodes some shapes with masked MHA (`grouped_decode`), how much of
+    /// its re-reading reaches memory is a property of its kernels no table measured: fitted.
     fn start(&self) -> Vec<f64> {
         let base = self.base;
         let mut start = vec![
@@ -93,7 +89,7 @@ impl Problem<'_> {
             profile.eager_layer_overhead_us = p[next].exp().clamp(0.01, 2000.0);
             next += 1;
         }
-        if let (true, Some(kernels)) = (self.fits_reread_share(), profile.grouped_decode.as_mut()) {
+        if let Some(kernels) = profile.grouped_decode.as_mut() {
             kernels.reread_share = p[next].exp().clamp(0.001, 1.0);
         }
         profile

@@ -112,6 +112,19 @@ pub fn scratch(name: &str) -> Scratch {
     Scratch(Some(dir))
 }
 
+/// The shipped `hardware/engines.toml` with its one line starting `key` (a key a single
+/// profile sets) read as `line` instead: a catalog override one value away from the shipped.
+pub fn shipped_engines_with(key: &str, line: &str) -> String {
+    let shipped = std::fs::read_to_string("hardware/engines.toml").expect("hardware/engines.toml");
+    let old = shipped
+        .lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("a {key} line in hardware/engines.toml"));
+    let changed = shipped.replace(old, line);
+    assert_ne!(changed, shipped, "{line} is already there");
+    changed
+}
+
 pub mod closed_loop;
 
 /// Starts `capplan serve` in-process on 127.0.0.1, port 0; returns its base URL. The server
