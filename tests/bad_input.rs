@@ -361,13 +361,14 @@ fn layouts_that_do_not_divide_the_model() {
     assert_input_error(&run, &["ep 8", "dense"]);
 }
 
-/// A grouped-query decode share outside 0..1 in an engines.toml override: exit 2, naming it.
+/// A negative count of grouped-query decode re-reads in an engines.toml override: exit 2,
+/// naming it.
 #[test]
-fn a_reread_share_outside_zero_to_one_is_refused() {
-    let dir = scratch("bad-reread-share");
+fn a_negative_reread_half_group_is_refused() {
+    let dir = scratch("bad-reread-half-group");
     std::fs::write(
         dir.join("engines.toml"),
-        common::shipped_engines_with("reread_share", "reread_share = 1.5"),
+        common::shipped_engines_with("reread_half_group", "reread_half_group = -1.5"),
     )
     .unwrap();
     let run = capplan(&[
@@ -377,6 +378,9 @@ fn a_reread_share_outside_zero_to_one_is_refused() {
         "list",
         "engines",
     ]);
-    assert_input_error(&run, &["engines.toml", "trtllm-0.x", "reread_share", "1.5"]);
+    assert_input_error(
+        &run,
+        &["engines.toml", "trtllm-0.x", "reread_half_group", "-1.5"],
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

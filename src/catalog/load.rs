@@ -326,10 +326,10 @@ fn check_engine(engine: &EngineProfile, source: &Source) -> Result<(), InputErro
         ));
     }
     if let Some(kernels) = &engine.grouped_decode {
-        let share = kernels.reread_share;
-        if !(share.is_finite() && (0.0..=1.0).contains(&share)) {
+        let half = kernels.reread_half_group;
+        if !(half.is_finite() && half >= 0.0) {
             return Err(invalid(format!(
-                "grouped_decode.reread_share is a share of the re-reads (0 ≤ x ≤ 1), got {share}"
+                "grouped_decode.reread_half_group is a number of re-reads per KV head (≥ 0), got {half}"
             )));
         }
         if kernels.head_dims.is_empty() || kernels.query_heads_per_kv.is_empty() {

@@ -196,7 +196,7 @@ impl Report for ValidationReport {
                     "step ms",
                     "µs per sequence",
                     "µs per eager layer",
-                    "KV re-read share",
+                    "KV re-reads half missed at",
                     "request ms",
                     "rms log error before",
                     "after",
@@ -214,8 +214,8 @@ impl Report for ValidationReport {
                             format!("{:.3}", f.step_overhead_ms),
                             format!("{:.2}", f.seq_overhead_us),
                             format!("{:.2}", f.eager_layer_overhead_us),
-                            f.reread_share
-                                .map_or_else(|| "-".into(), |share| format!("{share:.3}")),
+                            f.reread_half_group
+                                .map_or_else(|| "-".into(), |half| format!("{half:.2}")),
                             format!("{:.1}", f.request_overhead_ms),
                             format!("{:.3}", f.rms_log_error_before),
                             format!("{:.3}", f.rms_log_error_after),
@@ -258,7 +258,7 @@ impl Report for ValidationReport {
                     "token-to-token median |error|",
                     "p90 |error|",
                     "median error",
-                    "fitted: ms/step, µs/seq, roofline compute, memory, KV re-read share",
+                    "fitted: ms/step, µs/seq, roofline compute, memory, KV re-reads half missed at",
                 ]
                 .map(String::from)
                 .to_vec(),
@@ -277,12 +277,12 @@ impl Report for ValidationReport {
                 row.extend(cells(&held.first_token));
                 row.extend(cells(&held.token_to_token));
                 row.push(format!(
-                    "{:.2}, {:.1}, {:.2}, {:.2}, {:.2}",
+                    "{:.2}, {:.1}, {:.2}, {:.2}, {:.1}",
                     held.parameters.step_overhead_ms,
                     held.parameters.seq_overhead_us,
                     held.parameters.roofline_compute,
                     held.parameters.roofline_memory,
-                    held.parameters.reread_share
+                    held.parameters.reread_half_group
                 ));
                 table.rows.push(row);
             }

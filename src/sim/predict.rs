@@ -477,7 +477,8 @@ pub fn step_basis(engine: &Engine, calibration: &Calibration) -> String {
     if reads > 1.0 {
         format!(
             "{basis}; decode attention reads each cached KV head {reads:.1} times: {} has no \
-             grouped-query decode kernel for this head shape (masked MHA; re-read share fitted, \
+             grouped-query decode kernel for this head shape (masked MHA; how many the L2 cache \
+             catches fitted, \
              `grouped_decode` in hardware/engines.toml)",
             calibration.engine
         )

@@ -5,8 +5,9 @@
 //! figure iteration times decide directly. (TTFT also depends on how a benchmark's users fall
 //! in and out of step; fitting the step constants to it would let them stand in for that.)
 //! Beside them, where the profile has them: a per-layer cost of iterations launched without
-//! CUDA graphs, and the share of a masked-MHA decode's KV re-reads that reach memory (an
-//! engine without a grouped-query kernel for some shapes: `grouped_decode`).
+//! CUDA graphs, and how many of a masked-MHA decode's KV re-reads per KV head it takes for
+//! half to reach memory (an engine without a grouped-query kernel for some shapes:
+//! `grouped_decode`).
 //! These are the only numbers of the step model fitted to end-to-end measurements: kernel
 //! times come from measured operator tables, scheduler behaviour from the engine's defaults.
 //! What the kernels leave out (scheduling, input preparation, sampling, the HTTP front) is
@@ -33,10 +34,12 @@ pub struct FittedOverheads {
     /// Per transformer layer of an iteration launched without a CUDA graph, µs: fitted only
     /// for a profile that captures no graphs (else every decode step hides it).
     pub eager_layer_overhead_us: f64,
-    /// Of a masked-MHA decode's extra KV reads, the share that reaches memory: fitted only for
-    /// a profile whose grouped-query decode kernel lacks some shapes (`grouped_decode`).
+    /// Re-reads per KV head of a masked-MHA decode at which half reach memory
+    /// ([`GroupedDecodeKernels::reread_half_group`](crate::catalog::GroupedDecodeKernels)):
+    /// fitted only for a profile whose grouped-query decode kernel lacks some shapes
+    /// (`grouped_decode`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reread_share: Option<f64>,
+    pub reread_half_group: Option<f64>,
     /// Time from arrival to the engine's queue, ms: fitted only when every fit row's arrivals
     /// are open-loop (a rate), whose TTFT no closed loop's lock-step decides; else the
     /// profile's own.
@@ -75,7 +78,7 @@ impl Problem<'_> {
             start.push(base.eager_layer_overhead_us.max(0.5).ln());
         }
         if let Some(kernels) = &base.grouped_decode {
-            start.push(kernels.reread_share.clamp(0.01, 1.0).ln());
+            start.push(kernels.reread_half_group.clamp(0.01, 1000.0).ln());
         }
         start
     }
@@ -90,7 +93,7 @@ impl Problem<'_> {
             next += 1;
         }
         if let Some(kernels) = profile.grouped_decode.as_mut() {
-            kernels.reread_share = p[next].exp().clamp(0.001, 1.0);
+            kernels.reread_half_group = p[next].exp().clamp(0.001, 1000.0);
         }
         profile
     }
@@ -200,10 +203,10 @@ pub fn fit_overheads(
             step_overhead_ms: fitted.step_overhead_ms,
             seq_overhead_us: fitted.seq_overhead_us,
             eager_layer_overhead_us: fitted.eager_layer_overhead_us,
-            reread_share: fitted
+            reread_half_group: fitted
                 .grouped_decode
                 .as_ref()
-                .map(|kernels| kernels.reread_share),
+                .map(|kernels| kernels.reread_half_group),
             request_overhead_ms: fitted.request_overhead_ms,
             rms_log_error_before: before,
             rms_log_error_after: after,

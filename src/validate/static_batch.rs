@@ -4,9 +4,9 @@
 //! at that batch size. It checks the step model itself, free of any scheduler.
 //!
 //! The step model is scored leave-one-out: for each GPU (and, separately, each model) the
-//! engine's overhead constants — per iteration, per sequence and per layer — the share of
-//! masked-MHA decode re-reads that reach memory (Falcon's, Mistral's and Mixtral's head shapes
-//! have no XQA kernel in 0.9) and, for cards without measured operators, the roofline's
+//! engine's overhead constants — per iteration, per sequence and per layer — how many
+//! masked-MHA decode re-reads per KV head it takes for half to reach memory (Falcon's,
+//! Mistral's and Mixtral's head shapes have no XQA kernel in 0.9) and, for cards without measured operators, the roofline's
 //! compute and memory efficiencies are fitted on the rows of the others, and the held-out GPU's rows are predicted with them. The engine is
 //! TensorRT-LLM 0.9 (profile `trtllm-0.x`), which launched every kernel without CUDA graphs:
 //! the host's launches cost per layer, so a per-iteration constant alone came out too high
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::score::{relative_error, ErrorStats};
 use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Model, Parallelism};
 use crate::error::InputError;
-use crate::fit::simplex::minimise;
+use crate::fit::simplex::minimise_settled;
 use crate::sim::engine::EngineOptions;
 use crate::sim::predict::{engine_for, Calibration, Layout};
 use crate::sim::StepWork;
@@ -78,8 +78,8 @@ pub struct StepParameters {
     pub roofline_compute: f64,
     pub roofline_memory: f64,
     /// Of a masked-MHA decode's extra KV reads (a shape TensorRT-LLM 0.9's grouped-query
-    /// kernel was not built for), the share that reaches memory.
-    pub reread_share: f64,
+    /// kernel was not built for), how many per KV head it takes for half to reach memory.
+    pub reread_half_group: f64,
 }
 
 impl StepParameters {
@@ -90,7 +90,7 @@ impl StepParameters {
             eager_layer_us: p[2].exp().clamp(0.001, 1000.0),
             roofline_compute: p[3].exp().clamp(0.05, 1.0),
             roofline_memory: p[4].exp().clamp(0.05, 1.0),
-            reread_share: p[5].exp().clamp(0.001, 1.0),
+            reread_half_group: p[5].exp().clamp(0.001, 1000.0),
         }
     }
 
@@ -101,7 +101,7 @@ impl StepParameters {
             self.eager_layer_us.ln(),
             self.roofline_compute.ln(),
             self.roofline_memory.ln(),
-            self.reread_share.ln(),
+            self.reread_half_group.ln(),
         ]
     }
 }
@@ -173,7 +173,7 @@ fn predict(
     calibration.efficiency.compute = p.roofline_compute;
     calibration.efficiency.memory = p.roofline_memory;
     if let Some(kernels) = calibration.grouped_decode.as_mut() {
-        kernels.reread_share = p.reread_share;
+        kernels.reread_half_group = p.reread_half_group;
     }
     let options = EngineOptions::for_card(engine, card);
     let (engine, _) = engine_for(&layout, &calibration, &options, false).ok()?;
@@ -266,19 +266,22 @@ fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepPara
         eager_layer_us: engine.eager_layer_overhead_us.max(0.01),
         roofline_compute: 0.5,
         roofline_memory: 0.75,
-        reread_share: engine
+        reread_half_group: engine
             .grouped_decode
             .as_ref()
-            .map_or(0.5, |kernels| kernels.reread_share)
+            .map_or(3.0, |kernels| kernels.reread_half_group)
             .max(0.01),
     };
     let origin = start.to_log();
-    let problem = Problem {
+    // A fold's cost is flat along some mixes of overhead and efficiency, where one simplex
+    // stops wherever its start leads it: restarted until it settles, the fit no longer
+    // depends on where the engine profile begins it.
+    let problem = || Problem {
         catalog,
         engine,
-        rows,
+        rows: rows.clone(),
     };
-    match minimise(problem, &origin, 0.5, 1e-5, 400) {
+    match minimise_settled(problem, &origin, 0.5, 1e-5, 400) {
         Ok(minimum) => minimum
             .best
             .map(|p| StepParameters::from_log(&p))
@@ -506,7 +509,7 @@ mod tests {
             eager_layer_us: 0.0,
             roofline_compute: 0.5,
             roofline_memory: 0.7,
-            reread_share: 0.5,
+            reread_half_group: 3.0,
         };
         let step = |batch| {
             predict(
@@ -534,7 +537,7 @@ mod tests {
             eager_layer_us: 50.0,
             roofline_compute: 0.5,
             roofline_memory: 0.7,
-            reread_share: 0.5,
+            reread_half_group: 3.0,
         };
         let mut row = timed(&catalog, "L40S", "llama-2-70b", 1);
         row.row.tp = 8;
