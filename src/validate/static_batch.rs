@@ -6,8 +6,9 @@
 //! The step model is scored leave-one-out: for each GPU (and, separately, each model) the
 //! engine's overhead constants — per iteration, per sequence and per layer — how many
 //! masked-MHA decode re-reads per KV head it takes for half to reach memory (Falcon's,
-//! Mistral's and Mixtral's head shapes have no XQA kernel in 0.9) and, for cards without measured operators, the roofline's
-//! compute and memory efficiencies are fitted on the rows of the others, and the held-out GPU's rows are predicted with them. The engine is
+//! Mistral's and Mixtral's head shapes have no XQA kernel in 0.9) and, for cards without
+//! measured operators, the roofline's compute and memory efficiencies are fitted on the rows
+//! of the others, and the held-out GPU's rows are predicted with them. The engine is
 //! TensorRT-LLM 0.9 (profile `trtllm-0.x`), which launched every kernel without CUDA graphs:
 //! the host's launches cost per layer, so a per-iteration constant alone came out too high
 //! for 32-layer models and too low for 80-layer ones.
