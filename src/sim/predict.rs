@@ -472,14 +472,13 @@ pub fn step_basis(engine: &Engine, calibration: &Calibration) -> String {
         ),
         None => calibration.basis.clone(),
     };
-    // A cost the tables did not measure, charged from a fitted share: said beside them.
+    // A cost the tables did not measure, charged from a fitted cache share: said beside them.
     let reads = engine.perf().decode_kv_reads;
     if reads > 1.0 {
         format!(
             "{basis}; decode attention reads each cached KV head {reads:.1} times: {} has no \
              grouped-query decode kernel for this head shape (masked MHA; how many the L2 cache \
-             catches fitted, \
-             `grouped_decode` in hardware/engines.toml)",
+             catches fitted, `grouped_decode` in hardware/engines.toml)",
             calibration.engine
         )
     } else {
