@@ -306,3 +306,49 @@ fn the_nim_fit_finds_the_masked_attention_rereads() {
     );
     assert!(after < 0.95 * before, "{before} -> {after}");
 }
+
+/// BLIS's vLLM fit from a per-step overhead ten times the shipped one and from a tenth of it:
+/// restarted until its loss stops falling, the fit lands on the same minimum either way, so
+/// the constants `--fit` prints are the data's, not the start's.
+#[test]
+fn the_overhead_fit_lands_on_the_same_minimum_from_either_side() {
+    let fit_from = |step_ms: &str| {
+        let hardware = common::scratch(&format!("fit-from-{step_ms}"));
+        std::fs::write(
+            hardware.path().join("engines.toml"),
+            common::shipped_engines_with(
+                "step_overhead_ms",
+                &format!("step_overhead_ms = {step_ms}"),
+            ),
+        )
+        .unwrap();
+        let run = capplan(&[
+            "validate",
+            "--hardware",
+            hardware.path().to_str().unwrap(),
+            "--source",
+            "blis",
+            "--fit",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let report = json(&run);
+        let fitted = &report["fitted"][0];
+        assert_eq!(fitted["engine"], "vllm");
+        (
+            fitted["step_overhead_ms"].as_f64().expect("a fitted step"),
+            fitted["rms_log_error_after"].as_f64().expect("an rms"),
+        )
+    };
+    let (high_step, high_rms) = fit_from("5.0");
+    let (low_step, low_rms) = fit_from("0.05");
+    assert!(
+        (high_rms - low_rms).abs() < 0.002,
+        "rms {high_rms} from above, {low_rms} from below"
+    );
+    assert!(
+        (high_step / low_step - 1.0).abs() < 0.1,
+        "{high_step} ms from above, {low_step} ms from below"
+    );
+}

@@ -12,13 +12,14 @@
 //! times come from measured operator tables, scheduler behaviour from the engine's defaults.
 //! What the kernels leave out (scheduling, input preparation, sampling, the HTTP front) is
 //! what the overheads stand for. The fit minimises a robust (Cauchy) loss of the log error of
-//! mean TTFT and mean TPOT over the fit rows, by Nelder–Mead in log space; the rows it is
-//! scored on elsewhere are never among them.
+//! mean TPOT over the fit rows, by Nelder–Mead in log space restarted from its best point until
+//! the loss stops falling; the per-request overhead then comes from the TTFT residual. The rows
+//! it is scored on elsewhere are never among them.
 
 use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
 
-use crate::fit::simplex::minimise;
+use crate::fit::simplex::minimise_settled;
 use crate::slo::Percentile;
 
 use super::{predict_rows, row_errors, Comparison};
@@ -155,20 +156,18 @@ pub fn fit_overheads(
     base: &EngineProfile,
     max_iterations: u64,
 ) -> Result<(EngineProfile, FittedOverheads), ArgminError> {
-    let problem = Problem {
+    let problem = || Problem {
         catalog,
         rows,
         base,
     };
-    let before = problem.rms(base);
-    let start = problem.start();
-    let minimum = minimise(problem, &start, 1.0, 1e-4, max_iterations)?;
+    let before = problem().rms(base);
+    let start = problem().start();
+    // Restarted until it stops falling: the cost is flat along some directions (a per-step
+    // cost trades against a per-sequence one), where one run stops wherever its start led it.
+    let minimum = minimise_settled(problem, &start, 1.0, 1e-4, max_iterations)?;
     let best = minimum.best.unwrap_or(start);
-    let problem = Problem {
-        catalog,
-        rows,
-        base,
-    };
+    let problem = problem();
     let mut fitted = problem.profile(&best);
     if !rows.is_empty() && rows.iter().all(|row| row.arrivals.is_open_loop()) {
         fitted.request_overhead_ms = fit_request_overhead(catalog, rows, &fitted);
