@@ -268,33 +268,41 @@ fn a_closed_loop_source_fits_its_request_overhead_on_the_rows_that_barely_queue(
     assert_eq!(request_ms("trtllm"), 0.0);
 }
 
+/// `validate --fit` (JSON) with one line of the shipped engines.toml replaced, in a scratch
+/// catalog named `scratch`: the first engine's fitted overheads.
+fn fitted_with(scratch: &str, (key, line): (&str, &str), args: &[&str]) -> Value {
+    let hardware = common::scratch(scratch);
+    std::fs::write(
+        hardware.path().join("engines.toml"),
+        common::shipped_engines_with(key, line),
+    )
+    .unwrap();
+    let folder = hardware.path().to_str().unwrap();
+    let mut command = vec![
+        "validate",
+        "--hardware",
+        folder,
+        "--fit",
+        "--format",
+        "json",
+    ];
+    command.extend_from_slice(args);
+    let run = capplan(&command);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    json(&run)["fitted"][0].clone()
+}
+
 /// TensorRT-LLM 0.x decodes Llama-3-8B's four query heads per KV head without a grouped-query
 /// kernel: fitted from a catalog that says the L2 cache catches all but a trace of the
 /// re-reads, the NIM sweeps' H100 rows ask for a share of them to reach memory, and scoring
 /// with it beats the catalog's on those rows.
 #[test]
 fn the_nim_fit_finds_the_masked_attention_rereads() {
-    let hardware = common::scratch("reread-share-fit");
-    std::fs::write(
-        hardware.path().join("engines.toml"),
-        common::shipped_engines_with("reread_half_group", "reread_half_group = 1000.0"),
-    )
-    .unwrap();
-    let run = capplan(&[
-        "validate",
-        "--hardware",
-        hardware.path().to_str().unwrap(),
-        "--source",
-        "nim",
-        "--engine",
-        "trtllm-0.x",
-        "--fit",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let report = json(&run);
-    let fitted = &report["fitted"][0];
+    let fitted = fitted_with(
+        "reread-share-fit",
+        ("reread_half_group", "reread_half_group = 1000.0"),
+        &["--source", "nim", "--engine", "trtllm-0.x"],
+    );
     assert_eq!(fitted["engine"], "trtllm-0.x");
     // Llama-3-8B's 3 re-reads per KV head reach memory with a share 3 / (3 + h): over a
     // tenth of them once h is under 27.
@@ -313,28 +321,11 @@ fn the_nim_fit_finds_the_masked_attention_rereads() {
 #[test]
 fn the_overhead_fit_lands_on_the_same_minimum_from_either_side() {
     let fit_from = |step_ms: &str| {
-        let hardware = common::scratch(&format!("fit-from-{step_ms}"));
-        std::fs::write(
-            hardware.path().join("engines.toml"),
-            common::shipped_engines_with(
-                "step_overhead_ms",
-                &format!("step_overhead_ms = {step_ms}"),
-            ),
-        )
-        .unwrap();
-        let run = capplan(&[
-            "validate",
-            "--hardware",
-            hardware.path().to_str().unwrap(),
-            "--source",
-            "blis",
-            "--fit",
-            "--format",
-            "json",
-        ]);
-        assert_eq!(run.code, 0, "{}", run.stderr);
-        let report = json(&run);
-        let fitted = &report["fitted"][0];
+        let fitted = fitted_with(
+            &format!("fit-from-{step_ms}"),
+            ("step_overhead_ms", &format!("step_overhead_ms = {step_ms}")),
+            &["--source", "blis"],
+        );
         assert_eq!(fitted["engine"], "vllm");
         (
             fitted["step_overhead_ms"].as_f64().expect("a fitted step"),

@@ -161,14 +161,14 @@ pub fn fit_overheads(
         rows,
         base,
     };
-    let before = problem().rms(base);
-    let start = problem().start();
+    let fit = problem();
+    let before = fit.rms(base);
+    let start = fit.start();
     // Restarted until it stops falling: the cost is flat along some directions (a per-step
     // cost trades against a per-sequence one), where one run stops wherever its start led it.
     let minimum = minimise_settled(problem, &start, 1.0, 1e-4, max_iterations)?;
     let best = minimum.best.unwrap_or(start);
-    let problem = problem();
-    let mut fitted = problem.profile(&best);
+    let mut fitted = fit.profile(&best);
     if !rows.is_empty() && rows.iter().all(|row| row.arrivals.is_open_loop()) {
         fitted.request_overhead_ms = fit_request_overhead(catalog, rows, &fitted);
     } else {
@@ -193,7 +193,7 @@ pub fn fit_overheads(
             }
         }
     }
-    let after = problem.rms(&fitted);
+    let after = fit.rms(&fitted);
     Ok((
         fitted.clone(),
         FittedOverheads {
