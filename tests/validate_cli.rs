@@ -127,6 +127,30 @@ fn static_batches_hold_each_gpu_out_in_turn() {
     fitted.sort_by(f64::total_cmp);
     fitted.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
     assert!(fitted.len() > 1, "{fitted:?}");
+    // The engine's constants come from the rows with operator tables only: the folds holding
+    // out a roofline GPU fit them on the same rows and agree, while each fits the roofline's
+    // efficiencies on its own other roofline GPUs.
+    let roofline: Vec<&Value> = by_gpu
+        .iter()
+        .filter(|held| held["basis_class"] == "roofline")
+        .collect();
+    assert!(roofline.len() >= 3, "{by_gpu:?}");
+    let parameter = |held: &Value, name: &str| held["parameters"][name].as_f64();
+    for held in &roofline[1..] {
+        for constant in ["step_overhead_ms", "seq_overhead_us", "eager_layer_us"] {
+            assert_eq!(
+                parameter(held, constant),
+                parameter(roofline[0], constant),
+                "{constant}: {held} against {}",
+                roofline[0]
+            );
+        }
+        assert_ne!(
+            parameter(held, "roofline_memory"),
+            parameter(roofline[0], "roofline_memory"),
+            "{held}"
+        );
+    }
     assert!(score["by_model"].as_array().is_some_and(|m| m.len() >= 6));
 }
 

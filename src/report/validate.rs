@@ -244,8 +244,9 @@ impl Report for ValidationReport {
             let mut table = Table {
                 caption: Some(format!(
                     "TensorRT-LLM 0.9 static batches ({}): step times with each GPU, then each \
-                     model, held out — overheads (and roofline efficiencies) fitted on the rest; \
-                     {} of {} rows timed",
+                     model, held out — fitted on the rest: the engine's overheads on the rows with \
+                     operator tables, then the roofline's efficiencies on the others; {} of {} \
+                     rows timed",
                     score.file, score.timed, score.rows
                 )),
                 headers: [

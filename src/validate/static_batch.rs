@@ -4,11 +4,12 @@
 //! at that batch size. It checks the step model itself, free of any scheduler.
 //!
 //! The step model is scored leave-one-out: for each GPU (and, separately, each model) the
-//! engine's overhead constants — per iteration, per sequence and per layer — how many
+//! engine's overhead constants — per iteration, per sequence and per layer — and how many
 //! masked-MHA decode re-reads per KV head it takes for half to reach memory (Falcon's,
-//! Mistral's and Mixtral's head shapes have no XQA kernel in 0.9) and, for cards without
-//! measured operators, the roofline's compute and memory efficiencies are fitted on the rows
-//! of the others, and the held-out GPU's rows are predicted with them. The engine is
+//! Mistral's and Mixtral's head shapes have no XQA kernel in 0.9) are fitted on the other
+//! GPUs' rows timed from measured operators, then, those held, the roofline's compute and
+//! memory efficiencies on the other rows of cards without operator tables ([`fit`] says
+//! why in two stages); the held-out GPU's rows are predicted with them. The engine is
 //! TensorRT-LLM 0.9 (profile `trtllm-0.x`), which launched every kernel without CUDA graphs:
 //! the host's launches cost per layer, so a per-iteration constant alone came out too high
 //! for 32-layer models and too low for 80-layer ones.
@@ -232,10 +233,26 @@ fn errors(
     relative_errors(&predictions(catalog, engine, rows, p))
 }
 
+/// The cost of a fold's rows under the parameters, some of them held at `base`: the mean
+/// squared log ratio of predicted to measured first-token and token-to-token latency.
 struct Problem<'a> {
     catalog: &'a Catalog,
     engine: &'a EngineProfile,
     rows: Vec<&'a Timed>,
+    /// Every parameter, in [`StepParameters::to_log`]'s order.
+    base: Vec<f64>,
+    /// The indices into `base` the simplex moves; the others stay as they are.
+    free: &'static [usize],
+}
+
+impl Problem<'_> {
+    fn parameters(&self, free: &[f64]) -> StepParameters {
+        let mut all = self.base.clone();
+        for (&i, &value) in self.free.iter().zip(free) {
+            all[i] = value;
+        }
+        StepParameters::from_log(&all)
+    }
 }
 
 impl CostFunction for Problem<'_> {
@@ -243,12 +260,7 @@ impl CostFunction for Problem<'_> {
     type Output = f64;
 
     fn cost(&self, p: &Self::Param) -> Result<f64, ArgminError> {
-        let errors = errors(
-            self.catalog,
-            self.engine,
-            &self.rows,
-            StepParameters::from_log(p),
-        );
+        let errors = errors(self.catalog, self.engine, &self.rows, self.parameters(p));
         if errors.is_empty() {
             return Ok(f64::INFINITY);
         }
@@ -260,6 +272,25 @@ impl CostFunction for Problem<'_> {
     }
 }
 
+/// The engine's constants: per iteration, per sequence, per eager layer, and the masked-MHA
+/// re-reads ([`StepParameters::to_log`]'s indices).
+const ENGINE_CONSTANTS: &[usize] = &[0, 1, 2, 5];
+/// The roofline's compute and memory efficiencies.
+const ROOFLINE_EFFICIENCIES: &[usize] = &[3, 4];
+const EVERY_PARAMETER: &[usize] = &[0, 1, 2, 3, 4, 5];
+
+/// Fits a fold in two stages: the engine's constants on the rows whose kernels are timed
+/// from measured operators, then — those constants held — the roofline's efficiencies on the
+/// rows of cards without operator tables.
+///
+/// Why not all six on every row together: the constants are the engine's, the same on any
+/// card, but on a roofline card a per-sequence constant also soaks up the roofline's own
+/// error (a decode step taken as the longer of its compute and its memory traffic is short
+/// at mid-sized batches, where the two overlap only in part). Fitted on each card alone, the
+/// roofline cards asked for 18–31 µs a sequence and the measured ones 0.6–16; fitted jointly,
+/// the roofline cards' share pushed the constant to 10–17 µs in every fold and H100 SXM's
+/// held-out decode steps 14 % too slow. Staged, the folds' constants agree (4–9 µs a
+/// sequence) and the roofline cards keep efficiencies of their own.
 fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepParameters {
     let start = StepParameters {
         step_overhead_ms: engine.step_overhead_ms.max(0.01),
@@ -273,21 +304,39 @@ fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepPara
             .map_or(3.0, |kernels| kernels.reread_half_group)
             .max(0.01),
     };
-    let origin = start.to_log();
-    // A fold's cost is flat along some mixes of overhead and efficiency, where one simplex
-    // stops wherever its start leads it: restarted until it settles, the fit no longer
-    // depends on where the engine profile begins it.
+    let (measured, roofline): (Vec<&Timed>, Vec<&Timed>) =
+        rows.iter().partition(|timed| timed.operators);
+    if measured.is_empty() || roofline.is_empty() {
+        return fit_some(catalog, engine, rows, start, EVERY_PARAMETER);
+    }
+    let constants = fit_some(catalog, engine, measured, start, ENGINE_CONSTANTS);
+    fit_some(catalog, engine, roofline, constants, ROOFLINE_EFFICIENCIES)
+}
+
+/// `base` with the parameters at `free` fitted on `rows` (`base` itself if the fit fails).
+fn fit_some(
+    catalog: &Catalog,
+    engine: &EngineProfile,
+    rows: Vec<&Timed>,
+    base: StepParameters,
+    free: &'static [usize],
+) -> StepParameters {
     let problem = || Problem {
         catalog,
         engine,
         rows: rows.clone(),
+        base: base.to_log(),
+        free,
     };
+    let origin: Vec<f64> = free.iter().map(|&i| base.to_log()[i]).collect();
+    // A fold's cost is flat along some mixes of overhead and efficiency, where one simplex
+    // stops wherever its start leads it: restarted until it settles, the fit no longer
+    // depends on where the engine profile begins it.
     match minimise_settled(problem, &origin, 0.5, 1e-5, 400) {
         Ok(minimum) => minimum
             .best
-            .map(|p| StepParameters::from_log(&p))
-            .unwrap_or(start),
-        Err(_) => start,
+            .map_or(base, |best| problem().parameters(&best)),
+        Err(_) => base,
     }
 }
 
