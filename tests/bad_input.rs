@@ -361,6 +361,29 @@ fn layouts_that_do_not_divide_the_model() {
     assert_input_error(&run, &["ep 8", "dense"]);
 }
 
+/// A token budget of nothing in a profile's grid: exit 2, naming it.
+#[test]
+fn a_zero_token_budget_in_the_grid_is_refused() {
+    let dir = scratch("bad-token-budget-grid");
+    std::fs::write(
+        dir.join("engines.toml"),
+        common::shipped_engines_with("token_budget_grid", "token_budget_grid = [8192, 0]"),
+    )
+    .unwrap();
+    let run = capplan(&[
+        "--hardware",
+        dir.to_str().unwrap(),
+        "hardware",
+        "list",
+        "engines",
+    ]);
+    assert_input_error(
+        &run,
+        &["engines.toml", "trtllm-0.x", "token_budget_grid", "0"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A negative count of grouped-query decode re-reads in an engines.toml override: exit 2,
 /// naming it.
 #[test]

@@ -115,7 +115,14 @@ fn probe_on_llama_cpp_agrees_with_its_own_timings() {
         .into_iter()
         .filter(|r| r.ok)
         .collect();
-    assert!(records.len() >= 90, "{} requests", records.len());
+    // Every level that passed counted its whole window of 30; the level past C* may stop
+    // early once it is sure to fail (on a busy machine the 4-user level can).
+    let passed = [1, 2, 4].iter().filter(|&&users| users <= c_star).count();
+    assert!(
+        records.len() >= 30 * passed,
+        "{} requests, C* {c_star}",
+        records.len()
+    );
     let (mut ttft_gaps, mut tpot_errors) = (Vec::new(), Vec::new());
     for record in &records {
         // Exactly the tokens asked for (ignore_eos), counted by the server.

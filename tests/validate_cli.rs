@@ -339,6 +339,37 @@ fn the_nim_fit_finds_the_masked_attention_rereads() {
     assert!(after < 0.95 * before, "{before} -> {after}");
 }
 
+/// The NIM's engines were built with a `max_num_tokens` nobody published: `--fit` scores each
+/// budget of the profile's grid on the fit rows' TTFT, keeps the closest, and fits the
+/// overheads at it.
+#[test]
+fn the_nim_fit_keeps_the_budget_whose_first_tokens_come_closest() {
+    let fitted = fitted_with(
+        "budget-fit",
+        ("token_budget_grid", "token_budget_grid = [8192, 32768]"),
+        &["--source", "nim", "--engine", "trtllm-0.x"],
+    );
+    let scores = fitted["token_budget_scores"]
+        .as_array()
+        .expect("a score for each budget");
+    let error = |score: &Value| score["median_abs_ttft_error"].as_f64().expect("an error");
+    let budgets: Vec<u64> = scores
+        .iter()
+        .map(|score| score["token_budget"].as_u64().expect("a budget"))
+        .collect();
+    assert_eq!(budgets, [8192, 32768], "{fitted}");
+    // The budget decides how a wave of prompts queues: the rows tell the two apart.
+    assert!(
+        (error(&scores[0]) - error(&scores[1])).abs() > 1e-3,
+        "{fitted}"
+    );
+    let closest = scores
+        .iter()
+        .min_by(|a, b| error(a).total_cmp(&error(b)))
+        .expect("two scores");
+    assert_eq!(fitted["token_budget"], closest["token_budget"], "{fitted}");
+}
+
 /// BLIS's vLLM fit from a per-step overhead ten times the shipped one and from a tenth of it:
 /// restarted until its loss stops falling, the fit lands on the same minimum either way, so
 /// the constants `--fit` prints are the data's, not the start's.
@@ -351,6 +382,8 @@ fn the_overhead_fit_lands_on_the_same_minimum_from_either_side() {
             &["--source", "blis"],
         );
         assert_eq!(fitted["engine"], "vllm");
+        // vLLM's budget is its documented default: not fitted.
+        assert!(fitted.get("token_budget").is_none(), "{fitted}");
         (
             fitted["step_overhead_ms"].as_f64().expect("a fitted step"),
             fitted["rms_log_error_after"].as_f64().expect("an rms"),

@@ -162,6 +162,12 @@ pub struct EngineProfile {
     /// Most tokens one iteration processes (vLLM `max_num_batched_tokens`, SGLang
     /// `chunked_prefill_size`, TensorRT-LLM `max_num_tokens`, TGI `max_batch_prefill_tokens`).
     pub token_budget: u64,
+    /// The budgets `validate --fit` tries where the deployments measured do not state theirs
+    /// (an engine built by someone else with settings nobody published): the one whose fit
+    /// rows' TTFT comes closest is kept, and the overheads are fitted at it. Empty: the
+    /// budget is the engine's documented default and is not fitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_budget_grid: Vec<u64>,
     /// Whether a prompt longer than the budget is split over iterations; without it a prompt is
     /// prefilled whole, in an iteration of its own size.
     pub chunked_prefill: bool,
@@ -306,6 +312,7 @@ mod tests {
             operators: "vllm".into(),
             max_running: 8,
             token_budget: 512,
+            token_budget_grid: vec![],
             chunked_prefill: true,
             step_mix: StepMix::Mixed,
             admission: Admission::Continuous,

@@ -301,6 +301,11 @@ fn check_engine(engine: &EngineProfile, source: &Source) -> Result<(), InputErro
             format!("'{}': {message}", engine.name),
         )
     };
+    if let Some(zero) = engine.token_budget_grid.iter().find(|&&budget| budget == 0) {
+        return Err(invalid(format!(
+            "token_budget_grid lists budgets of tokens per iteration (each 1 or more), got {zero}"
+        )));
+    }
     if engine.memory_utilization > 1.0 {
         return Err(invalid(format!(
             "memory_utilization is a share of the card's memory (0 < x ≤ 1), got {}",

@@ -187,7 +187,8 @@ impl Report for ValidationReport {
                      (for an engine without CUDA graphs) per eager layer to mean TPOT (rms of \
                      ln(predicted/measured)); per request to the median TTFT residual of the fit \
                      rows when they arrive open-loop, else of those at one or two closed-loop \
-                     users (eight or more)"
+                     users (eight or more); for a profile with a token_budget_grid, first the \
+                     budget whose fit rows' median |TTFT error| is least"
                         .into(),
                 ),
                 headers: [
@@ -198,6 +199,7 @@ impl Report for ValidationReport {
                     "µs per eager layer",
                     "KV re-reads half missed at",
                     "request ms",
+                    "token budget",
                     "rms log error before",
                     "after",
                     "iterations",
@@ -217,6 +219,8 @@ impl Report for ValidationReport {
                             f.reread_half_group
                                 .map_or_else(|| "-".into(), |half| format!("{half:.2}")),
                             format!("{:.1}", f.request_overhead_ms),
+                            f.token_budget
+                                .map_or_else(|| "-".into(), |budget| budget.to_string()),
                             format!("{:.3}", f.rms_log_error_before),
                             format!("{:.3}", f.rms_log_error_after),
                             f.evaluations.to_string(),

@@ -45,11 +45,24 @@ pub struct FittedOverheads {
     /// are open-loop (a rate), whose TTFT no closed loop's lock-step decides; else the
     /// profile's own.
     pub request_overhead_ms: f64,
-    /// Root mean square of ln(predicted / measured) over the rows' TTFT and TPOT, before
-    /// (the catalog's constants) and after.
+    /// The token budget kept, for a profile whose budget is fitted (`token_budget_grid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    /// Each budget of the grid tried and the fit rows' median |TTFT error| with it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub token_budget_scores: Vec<BudgetScore>,
+    /// Root mean square of ln(predicted / measured) over the rows' TPOT, before (the
+    /// catalog's constants, at the budget kept) and after.
     pub rms_log_error_before: f64,
     pub rms_log_error_after: f64,
     pub evaluations: u64,
+}
+
+/// A token budget tried and how close the fit rows' TTFT came with it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BudgetScore {
+    pub token_budget: u64,
+    pub median_abs_ttft_error: f64,
 }
 
 struct Problem<'a> {
@@ -149,13 +162,29 @@ const MIN_UNQUEUED_ROWS: usize = 8;
 /// Rounds of refitting a closed loop's per-request overhead at most.
 const MAX_REFITS: usize = 8;
 
-/// Fits `base`'s overheads to `rows` (all of them served by that engine).
+/// Fits `base`'s overheads to `rows` (all of them served by that engine) — at the budget of
+/// its `token_budget_grid` that brings the rows' TTFT closest, where it has one.
 pub fn fit_overheads(
     catalog: &Catalog,
     rows: &[Comparison],
     base: &EngineProfile,
     max_iterations: u64,
 ) -> Result<(EngineProfile, FittedOverheads), ArgminError> {
+    let token_budget_scores = score_budgets(catalog, rows, base);
+    let budgeted;
+    let base = match token_budget_scores
+        .iter()
+        .min_by(|a, b| a.median_abs_ttft_error.total_cmp(&b.median_abs_ttft_error))
+    {
+        Some(best) => {
+            budgeted = EngineProfile {
+                token_budget: best.token_budget,
+                ..base.clone()
+            };
+            &budgeted
+        }
+        None => base,
+    };
     let problem = || Problem {
         catalog,
         rows,
@@ -207,11 +236,40 @@ pub fn fit_overheads(
                 .as_ref()
                 .map(|kernels| kernels.reread_half_group),
             request_overhead_ms: fitted.request_overhead_ms,
+            token_budget: (!token_budget_scores.is_empty()).then_some(fitted.token_budget),
+            token_budget_scores,
             rms_log_error_before: before,
             rms_log_error_after: after,
             evaluations: minimum.iterations,
         },
     ))
+}
+
+/// The fit rows' median |TTFT error| at each budget of `base`'s grid, its other constants as
+/// they are (none when it has no grid). The budget decides how many prompts one iteration
+/// takes, so how a wave of them queues: what the first tokens show, and the iteration
+/// constants fitted after it (to TPOT) do not stand in for.
+fn score_budgets(catalog: &Catalog, rows: &[Comparison], base: &EngineProfile) -> Vec<BudgetScore> {
+    base.token_budget_grid
+        .iter()
+        .filter_map(|&token_budget| {
+            let profile = EngineProfile {
+                token_budget,
+                ..base.clone()
+            };
+            let (predicted, _) = predict_rows(catalog, rows, std::slice::from_ref(&profile));
+            let errors: Vec<f64> = predicted
+                .iter()
+                .flat_map(row_errors)
+                .filter(|(metric, _)| *metric == "TTFT")
+                .map(|(_, error)| error.abs())
+                .collect();
+            (!errors.is_empty()).then(|| BudgetScore {
+                token_budget,
+                median_abs_ttft_error: crate::stats::statistic(&errors, Percentile::P(50.0)),
+            })
+        })
+        .collect()
 }
 
 /// The time between a request's arrival and the engine's queue (HTTP front, tokenisation)

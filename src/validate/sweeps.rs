@@ -61,8 +61,8 @@ pub const FILES: [SweepFile; 2] = [
                       stated; its containers of 2024 ran TensorRT-LLM 0.10-0.12); the second \
                       run at concurrency 5 left out",
         fit_card: Some("H100-SXM"),
-        split: "by GPU: the trtllm-0.x profile's overheads are fitted on the DGX H100 rows \
-                (`validate --fit`), the DGX A100 rows held out",
+        split: "by GPU: the trtllm-0.x profile's token budget and overheads are fitted on \
+                the DGX H100 rows (`validate --fit`), the DGX A100 rows held out",
         // GenAI-Perf of 2024, stability percentage 999 (its default) in every row: time
         // windows from a cold start, the interval not stated (its default taken).
         client: SweepClient::TimeWindows {
