@@ -15,6 +15,12 @@
 //! mean TPOT over the fit rows, by Nelder–Mead in log space restarted from its best point until
 //! the loss stops falling; the per-request overhead then comes from the TTFT residual. The rows
 //! it is scored on elsewhere are never among them.
+//!
+//! One scheduler setting is fitted too, where nobody published it: a profile with a
+//! `token_budget_grid` (the 2024 NIM's prebuilt TensorRT-LLM engines) first gets the budget of
+//! the grid whose fit rows' median |TTFT error| is least, and its overheads are fitted at it.
+//! The budget decides how many prompts share an iteration — how a wave of them queues, which
+//! the first tokens show and no per-step constant can stand in for.
 
 use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
