@@ -289,7 +289,7 @@ const EVERY_PARAMETER: &[usize] = &[0, 1, 2, 3, 4, 5];
 /// at mid-sized batches, where the two overlap only in part). Fitted on each card alone, the
 /// roofline cards asked for 18–31 µs a sequence and the measured ones 0.6–16; fitted jointly,
 /// the roofline cards' share pushed the constant to 10–17 µs in every fold and H100 SXM's
-/// held-out decode steps 14 % too slow. Staged, the folds' constants agree (4–9 µs a
+/// held-out decode steps 14 % too slow. Staged, the folds' constants agree (3–9 µs a
 /// sequence) and the roofline cards keep efficiencies of their own.
 fn fit(catalog: &Catalog, engine: &EngineProfile, rows: Vec<&Timed>) -> StepParameters {
     let start = StepParameters {
