@@ -361,13 +361,13 @@ fn layouts_that_do_not_divide_the_model() {
     assert_input_error(&run, &["ep 8", "dense"]);
 }
 
-/// A token budget of nothing in a profile's grid: exit 2, naming it.
-#[test]
-fn a_zero_token_budget_in_the_grid_is_refused() {
-    let dir = scratch("bad-token-budget-grid");
+/// `hardware list engines` over the shipped engines.toml with `line` in place of the one
+/// starting with `key`: exit 2, the message naming every one of `named`.
+fn engines_line_is_refused(scratch_name: &str, (key, line): (&str, &str), named: &[&str]) {
+    let dir = scratch(scratch_name);
     std::fs::write(
         dir.join("engines.toml"),
-        common::shipped_engines_with("token_budget_grid", "token_budget_grid = [8192, 0]"),
+        common::shipped_engines_with(key, line),
     )
     .unwrap();
     let run = capplan(&[
@@ -377,33 +377,27 @@ fn a_zero_token_budget_in_the_grid_is_refused() {
         "list",
         "engines",
     ]);
-    assert_input_error(
-        &run,
+    assert_input_error(&run, named);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A token budget of nothing in a profile's grid: exit 2, naming it.
+#[test]
+fn a_zero_token_budget_in_the_grid_is_refused() {
+    engines_line_is_refused(
+        "bad-token-budget-grid",
+        ("token_budget_grid", "token_budget_grid = [8192, 0]"),
         &["engines.toml", "trtllm-0.x", "token_budget_grid", "0"],
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A negative count of grouped-query decode re-reads in an engines.toml override: exit 2,
 /// naming it.
 #[test]
 fn a_negative_reread_half_group_is_refused() {
-    let dir = scratch("bad-reread-half-group");
-    std::fs::write(
-        dir.join("engines.toml"),
-        common::shipped_engines_with("reread_half_group", "reread_half_group = -1.5"),
-    )
-    .unwrap();
-    let run = capplan(&[
-        "--hardware",
-        dir.to_str().unwrap(),
-        "hardware",
-        "list",
-        "engines",
-    ]);
-    assert_input_error(
-        &run,
+    engines_line_is_refused(
+        "bad-reread-half-group",
+        ("reread_half_group", "reread_half_group = -1.5"),
         &["engines.toml", "trtllm-0.x", "reread_half_group", "-1.5"],
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -28,6 +28,7 @@ use serde::Serialize;
 use crate::fit::simplex::minimise_settled;
 use crate::slo::Percentile;
 
+use super::score::ErrorStats;
 use super::{predict_rows, row_errors, Comparison};
 use crate::catalog::{Catalog, EngineProfile};
 
@@ -268,11 +269,13 @@ fn score_budgets(catalog: &Catalog, rows: &[Comparison], base: &EngineProfile) -
                 .iter()
                 .flat_map(row_errors)
                 .filter(|(metric, _)| *metric == "TTFT")
-                .map(|(_, error)| error.abs())
+                .map(|(_, error)| error)
                 .collect();
-            (!errors.is_empty()).then(|| BudgetScore {
+            // The statistic the report's tables give, so the kept budget is the one they rank
+            // first.
+            ErrorStats::of(&errors).map(|stats| BudgetScore {
                 token_budget,
-                median_abs_ttft_error: crate::stats::statistic(&errors, Percentile::P(50.0)),
+                median_abs_ttft_error: stats.median_abs,
             })
         })
         .collect()

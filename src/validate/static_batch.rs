@@ -321,14 +321,15 @@ fn fit_some(
     base: StepParameters,
     free: &'static [usize],
 ) -> StepParameters {
+    let log = base.to_log();
+    let origin: Vec<f64> = free.iter().map(|&i| log[i]).collect();
     let problem = || Problem {
         catalog,
         engine,
         rows: rows.clone(),
-        base: base.to_log(),
+        base: log.clone(),
         free,
     };
-    let origin: Vec<f64> = free.iter().map(|&i| base.to_log()[i]).collect();
     // A fold's cost is flat along some mixes of overhead and efficiency, where one simplex
     // stops wherever its start leads it: restarted until it settles, the fit no longer
     // depends on where the engine profile begins it.
