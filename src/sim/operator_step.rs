@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use super::fabric::Fabric;
 use super::perf::StepWork;
-use crate::catalog::operators::OperatorTables;
+use crate::catalog::operators::{MoePhase, OperatorTables};
 use crate::catalog::{ActivationScales, Dtype, Model, Parallelism};
 
 /// The GEMM timing a dtype maps to.
@@ -94,6 +94,12 @@ pub struct OperatorStep {
     /// one: expert format, model shape (`fp8_block`, `h7168.i2048.k8.e256`) and the experts'
     /// (tp, ep) it was measured at.
     moe_table: Option<MoeCurve>,
+    /// The measured curves of the same experts behind an all-to-all dispatch (a card
+    /// computes only the tokens sent to its experts), when the layout dispatches that way —
+    /// attention replicas over expert-parallel cards — and the tables hold them: by phase,
+    /// as the engine runs a step with prompt tokens and a decode-only step through different
+    /// dispatch modes.
+    moe_a2a: Option<MoeCurve>,
     tp: u32,
     /// The whole layout: attention replicas divide each step's tokens, expert ranks the
     /// experts, pipeline stages hand activations on.
@@ -136,15 +142,49 @@ enum Projections {
     },
 }
 
-/// Indexed by token count (CUDA-graph and eager all-reduce apart): the counts are small
-/// integers, and a lookup is a step's most frequent operation.
+/// Indexed by token count, per [`LayerKind`]: the counts are small integers, and a lookup is
+/// a step's most frequent operation.
 #[derive(Debug, Clone, Default)]
 struct Memo {
-    layer: [Vec<Option<(f64, f64)>>; 2],
+    layer: [Vec<Option<(f64, f64)>>; 3],
     /// Layers whose busiest attention replica holds more than an even share of the tokens
-    /// (a prompt lives on one replica), by (tokens, the busiest replica's tokens).
-    uneven_layer: HashMap<(usize, usize), (f64, f64)>,
+    /// (a prompt lives on one replica), by (kind, tokens, the busiest replica's tokens).
+    uneven_layer: HashMap<(usize, usize, usize), (f64, f64)>,
     lm_head: Vec<Option<f64>>,
+}
+
+/// What a layer's timing depends on beyond its tokens: whether the step holds prompt tokens
+/// (the experts' dispatch mode) and whether its all-reduce runs inside a CUDA graph.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LayerKind {
+    Prefill,
+    DecodeEager,
+    DecodeGraph,
+}
+
+impl LayerKind {
+    fn of(prefill: bool, graph: bool) -> LayerKind {
+        match (prefill, graph) {
+            (true, _) => LayerKind::Prefill,
+            (false, false) => LayerKind::DecodeEager,
+            (false, true) => LayerKind::DecodeGraph,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn graph(self) -> bool {
+        self == LayerKind::DecodeGraph
+    }
+
+    fn phase(self) -> MoePhase {
+        match self {
+            LayerKind::Prefill => MoePhase::Prefill,
+            _ => MoePhase::Decode,
+        }
+    }
 }
 
 fn remembered<T: Copy>(table: &[Option<T>], key: usize) -> Option<T> {
@@ -279,6 +319,9 @@ impl OperatorStep {
         let moe_table = model
             .moe_shape()
             .and_then(|shape| moe_variant(&tables, expert_dtype, model, parallel, &shape));
+        let moe_a2a = model
+            .moe_shape()
+            .and_then(|shape| moe_a2a_variant(&tables, expert_dtype, model, parallel, &shape));
         let sliding = match (model.sliding_window, model.sliding_layers) {
             (Some(window), Some(layers)) if window > 0 && layers > 0 => Some((
                 f64::from(window),
@@ -292,6 +335,7 @@ impl OperatorStep {
             sliding,
             latent_tables,
             moe_table,
+            moe_a2a,
             layers: f64::from(model.layers),
             hidden,
             projections,
@@ -435,13 +479,14 @@ impl OperatorStep {
     /// One layer's weight GEMMs and communication for `m` tokens of the whole instance, µs
     /// (remembered by `m`). Attention replicas share the tokens evenly; the experts see all
     /// of them.
-    fn layer_us(&self, m: f64, local: f64, graph: bool) -> (f64, f64) {
+    fn layer_us(&self, m: f64, local: f64, kind: LayerKind) -> (f64, f64) {
+        let graph = kind.graph();
         let key = m.round().max(1.0) as usize;
         let even = local <= self.replica_tokens(m);
         let local = local.max(self.replica_tokens(m));
-        let uneven_key = (key, local.round().max(1.0) as usize);
+        let uneven_key = (kind.index(), key, local.round().max(1.0) as usize);
         if even {
-            if let Some(known) = remembered(&self.memo.borrow().layer[usize::from(graph)], key) {
+            if let Some(known) = remembered(&self.memo.borrow().layer[kind.index()], key) {
                 return known;
             }
         } else if let Some(&known) = self.memo.borrow().uneven_layer.get(&uneven_key) {
@@ -470,7 +515,8 @@ impl OperatorStep {
             + self.gemm_us(local, self.hidden, self.down_k);
         let experts = self.experts > 1.0;
         gemm += if experts {
-            (1.0 - self.moe_layer_share) * dense + self.moe_layer_share * self.experts_us(m, local)
+            (1.0 - self.moe_layer_share) * dense
+                + self.moe_layer_share * self.experts_us(m, local, kind.phase())
         } else {
             dense
         };
@@ -491,11 +537,7 @@ impl OperatorStep {
         };
         let mut memo = self.memo.borrow_mut();
         if even {
-            remember(
-                &mut memo.layer[usize::from(graph)],
-                key,
-                (gemm, communication),
-            );
+            remember(&mut memo.layer[kind.index()], key, (gemm, communication));
         } else {
             memo.uneven_layer.insert(uneven_key, (gemm, communication));
         }
@@ -597,13 +639,21 @@ impl OperatorStep {
     /// expert as a GEMM of its own charged a launch per expert: 256-expert models came out
     /// several times slow.) With expert parallelism each card holds `E/ep` experts and gets
     /// `1/ep` of the routed tokens and of the touched experts (routing assumed balanced).
-    /// Shared experts run for every token of the card's attention replica (`local`).
-    fn experts_us(&self, m: f64, local: f64) -> f64 {
+    /// Shared experts run for every token of the card's attention replica (`local`). Where
+    /// the layout dispatches tokens by an all-to-all and the tables measured that path, its
+    /// curve for the step's `phase` times the routed experts instead of the fused-MoE one.
+    fn experts_us(&self, m: f64, local: f64, phase: MoePhase) -> f64 {
         let shared = self.expert_gemm_us(local, self.shared_up_n, self.hidden)
             + self.expert_gemm_us(local, self.hidden, self.shared_down_k);
-        let measured = self.moe_table.as_ref().and_then(|curve| {
+        let dispatched = self.moe_a2a.as_ref().and_then(|curve| {
             self.tables
-                .moe_us(&curve.dtype, &curve.shape, curve.tp, curve.ep, m)
+                .moe_a2a_us(phase, &curve.dtype, &curve.shape, curve.ep, m)
+        });
+        let measured = dispatched.or_else(|| {
+            self.moe_table.as_ref().and_then(|curve| {
+                self.tables
+                    .moe_us(&curve.dtype, &curve.shape, curve.tp, curve.ep, m)
+            })
         });
         if let Some(measured) = measured {
             return measured + self.shared_experts * shared;
@@ -656,7 +706,8 @@ impl OperatorStep {
         }
         let graph = graph_batch.is_some() && work.prefill_tokens == 0.0;
         let local = self.busiest_replica_tokens(work, m);
-        let (gemm, communication) = self.layer_us(m, local, graph);
+        let kind = LayerKind::of(work.prefill_tokens > 0.0, graph);
+        let (gemm, communication) = self.layer_us(m, local, kind);
         // Attention replicas share the sequences; a prompt chunk runs on one of them, and the
         // step waits for the replica that has one.
         let dp = f64::from(self.parallel.dp.max(1));
@@ -819,9 +870,8 @@ struct MoeCurve {
     ep: u32,
 }
 
-/// The fused-MoE curve that times `parallel`'s expert layers in `expert_dtype`, if measured:
-/// block-scaled FP8 first (the published FP8 mixtures are), MXFP4 kernels first for a
-/// checkpoint shipped in MXFP4 (gpt-oss), NVFP4 first otherwise.
+/// The fused-MoE curve that times `parallel`'s expert layers in `expert_dtype`, if measured
+/// (formats in [`expert_formats`]' order).
 /// Experts split by tensor parallelism over t cards (each holds a 1/t slice of every expert)
 /// are timed, where only expert parallelism over the same t cards was measured (each holds
 /// 1/t of the experts whole), from that: each card holds and streams the same share of the
@@ -837,20 +887,7 @@ fn moe_variant(
     shape: &str,
 ) -> Option<MoeCurve> {
     let measured = tables.moe_dtypes(shape);
-    let mxfp4 = model
-        .expert_dtype
-        .as_deref()
-        .is_some_and(|d| d.eq_ignore_ascii_case("mxfp4"));
-    let wanted: Vec<&str> = match expert_dtype {
-        Dtype::Fp16 | Dtype::Bf16 | Dtype::Fp32 => vec!["bf16"],
-        // The FP8 checkpoints of the catalog's mixtures (DeepSeek-V3/R1, Qwen3-*-FP8, Kimi)
-        // are block-scaled, whatever the dense GEMMs run as.
-        Dtype::Fp8 => vec!["fp8_block", "fp8"],
-        Dtype::Fp4 if mxfp4 => vec!["w4a8_mxfp4_mxfp8", "w4a16_mxfp4", "nvfp4"],
-        Dtype::Fp4 => vec!["nvfp4", "w4a8_mxfp4_mxfp8", "w4a16_mxfp4"],
-        Dtype::Int4 => vec!["int4_wo", "w4a16_mxfp4"],
-        Dtype::Int8 => vec![],
-    };
+    let wanted = expert_formats(expert_dtype, model);
     let (tp, ep) = (parallel.moe_tp(), parallel.ep.max(1));
     let mut layouts = vec![(tp, ep)];
     if tp > 1 {
@@ -870,6 +907,60 @@ fn moe_variant(
                 ep,
             })
     })
+}
+
+/// The measured expert formats that time experts in `expert_dtype`, in order of preference:
+/// block-scaled FP8 first (the published FP8 mixtures are), MXFP4 kernels first for a
+/// checkpoint shipped in MXFP4 (gpt-oss), NVFP4 first otherwise.
+fn expert_formats(expert_dtype: Dtype, model: &Model) -> Vec<&'static str> {
+    let mxfp4 = model
+        .expert_dtype
+        .as_deref()
+        .is_some_and(|d| d.eq_ignore_ascii_case("mxfp4"));
+    match expert_dtype {
+        Dtype::Fp16 | Dtype::Bf16 | Dtype::Fp32 => vec!["bf16"],
+        // The FP8 checkpoints of the catalog's mixtures (DeepSeek-V3/R1, Qwen3-*-FP8, Kimi)
+        // are block-scaled, whatever the dense GEMMs run as.
+        Dtype::Fp8 => vec!["fp8_block", "fp8"],
+        Dtype::Fp4 if mxfp4 => vec!["w4a8_mxfp4_mxfp8", "w4a16_mxfp4", "nvfp4"],
+        Dtype::Fp4 => vec!["nvfp4", "w4a8_mxfp4_mxfp8", "w4a16_mxfp4"],
+        Dtype::Int4 => vec!["int4_wo", "w4a16_mxfp4"],
+        Dtype::Int8 => vec![],
+    }
+}
+
+/// The measured curve of `parallel`'s experts behind an all-to-all dispatch, if the layout
+/// dispatches that way and the tables hold one at its expert-parallel width: attention
+/// replicas (data parallelism) send each token to the cards of its experts, spread by
+/// expert parallelism alone. Large expert-parallel deployments run this way (SGLang's
+/// DeepEP, TensorRT-LLM's wide-EP all-to-all), and a card computes only the tokens it
+/// receives — where the fused-MoE curve at the same width runs every token of the group
+/// through the card's experts: 1 650 µs against about 200 for 8 192 tokens of DeepSeek-V3
+/// over 32 GB200s. Curves for both phases must be there; each step reads its own.
+fn moe_a2a_variant(
+    tables: &OperatorTables,
+    expert_dtype: Dtype,
+    model: &Model,
+    parallel: &Parallelism,
+    shape: &str,
+) -> Option<MoeCurve> {
+    let ep = parallel.ep.max(1);
+    if parallel.dp <= 1 || ep <= 1 || parallel.moe_tp() != 1 {
+        return None;
+    }
+    expert_formats(expert_dtype, model)
+        .into_iter()
+        .find(|name| {
+            [MoePhase::Decode, MoePhase::Prefill]
+                .iter()
+                .all(|&phase| tables.moe_a2a_us(phase, name, shape, ep, 1.0).is_some())
+        })
+        .map(|name| MoeCurve {
+            dtype: name.to_string(),
+            shape: shape.to_string(),
+            tp: 1,
+            ep,
+        })
 }
 
 /// Which GEMM timing serves weights in `dtype` on these tables.
@@ -1326,7 +1417,10 @@ mod tests {
         let r1 = on_h200("deepseek-r1", 8, None);
         // One token touches 8 of 256 experts; 64 tokens nearly 228 of them: the expert
         // layer streams far more weight, but nowhere near 228 × one token's time.
-        let (one, many) = (r1.experts_us(1.0, 1.0), r1.experts_us(64.0, 64.0));
+        let (one, many) = (
+            r1.experts_us(1.0, 1.0, MoePhase::Decode),
+            r1.experts_us(64.0, 64.0, MoePhase::Decode),
+        );
         assert!(many > 3.0 * one, "{one} µs vs {many} µs");
         assert!(many < 228.0 / 8.0 * one, "{one} µs vs {many} µs");
         // Per-expert launches (the old way) would charge each of the 8 touched experts a
@@ -1387,20 +1481,13 @@ mod tests {
         // TensorRT-LLM's gpt-oss-120b experts on B200 were measured at EP 1–128 only. At
         // TP 4 each card holds a quarter of every expert: the same bytes and multiplies per
         // card as a quarter of the experts whole, so the EP 4 curve times it.
-        let catalog = Catalog::shipped().unwrap();
-        let tables = catalog.operators.get("b200_sxm", "trtllm").unwrap().clone();
-        let model = catalog.model("gpt-oss-120b").unwrap();
-        let step = |parallel: Parallelism| {
-            OperatorStep::new(
-                tables.clone(),
-                model,
-                &parallel,
-                Dtype::Bf16,
-                Dtype::Fp4,
-                Dtype::Bf16,
-                8000.0,
+        let step = |parallel| {
+            shipped_step(
+                ("b200_sxm", "trtllm"),
+                "gpt-oss-120b",
+                parallel,
+                [Dtype::Bf16, Dtype::Fp4, Dtype::Bf16],
             )
-            .unwrap()
         };
         let tensor = step(Parallelism::tensor(4));
         let curve = tensor.moe_table.clone().expect("a measured curve");
@@ -1416,5 +1503,83 @@ mod tests {
             step(Parallelism::tensor(1)).moe_table.map(|c| (c.tp, c.ep)),
             Some((1, 1))
         );
+    }
+
+    /// A step of `model` on the shipped tables of (system, engine), weights, experts and KV
+    /// in `dtypes`, on an 8 TB/s card.
+    fn shipped_step(
+        (system, engine): (&str, &str),
+        model: &str,
+        parallel: Parallelism,
+        [dtype, expert_dtype, kv_dtype]: [Dtype; 3],
+    ) -> OperatorStep {
+        let catalog = Catalog::shipped().unwrap();
+        let tables = catalog.operators.get(system, engine).unwrap().clone();
+        let model = catalog.model(model).unwrap();
+        OperatorStep::new(
+            tables,
+            model,
+            &parallel,
+            dtype,
+            expert_dtype,
+            kv_dtype,
+            8000.0,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn experts_behind_an_all_to_all_compute_only_what_they_receive() {
+        // DeepSeek-V3's FP8 experts over 32 GB200s with 32 attention replicas (SGLang's
+        // large-EP decode workers): each card computes the tokens its experts receive, as
+        // AIConfigurator's DeepEP collection measured, not every token of the group.
+        let step = |parallel| {
+            shipped_step(
+                ("gb200", "sglang"),
+                "deepseek-v3",
+                parallel,
+                [Dtype::Fp8; 3],
+            )
+        };
+        let tables = step(Parallelism::tensor(8)).tables().clone();
+        let wide = step(Parallelism {
+            dp: 32,
+            ep: 32,
+            ..Parallelism::tensor(1)
+        });
+        let curve = wide.moe_a2a.clone().expect("an all-to-all curve");
+        assert_eq!((curve.dtype.as_str(), curve.ep), ("fp8_block", 32));
+        let shape = "h7168.i2048.k8.e256";
+        let tokens = 8192.0;
+        let decode = wide.experts_us(tokens, tokens / 32.0, MoePhase::Decode);
+        let dispatched = tables
+            .moe_a2a_us(MoePhase::Decode, "fp8_block", shape, 32, tokens)
+            .unwrap();
+        let gathered = tables.moe_us("fp8_block", shape, 1, 32, tokens).unwrap();
+        assert!(
+            decode >= dispatched && decode < gathered,
+            "{decode} {dispatched} {gathered}"
+        );
+        // Prompt steps read their own dispatch mode's curve.
+        let prefill = wide.experts_us(tokens, tokens / 32.0, MoePhase::Prefill);
+        let normal = tables
+            .moe_a2a_us(MoePhase::Prefill, "fp8_block", shape, 32, tokens)
+            .unwrap();
+        assert!((prefill - decode - (normal - dispatched)).abs() < 1e-6);
+        // Eight replicas over eight cards: between the widths measured (4 and 16).
+        assert!(step(Parallelism {
+            dp: 8,
+            ep: 8,
+            ..Parallelism::tensor(1)
+        })
+        .moe_a2a
+        .is_some());
+        // Without attention replicas the tokens are replicated, not dispatched.
+        let replicated = step(Parallelism {
+            ep: 8,
+            ..Parallelism::tensor(8)
+        });
+        assert_eq!(replicated.moe_a2a, None);
+        assert!(replicated.moe_table.is_some());
     }
 }

@@ -18,7 +18,8 @@
 //! (experts' tp × ep), the fastest kernel along the layer's tokens, with routing skewed as
 //! real traffic is (AIConfigurator's `power_law_1.01` distribution, its default family).
 //! Latent attention (DeepSeek's MLA) has tables of its own: heads per card × sequences ×
-//! length, per KV format.
+//! length, per KV format. The same MoE layers as large expert-parallel deployments run them,
+//! behind an all-to-all, come from their own collections (`wide_ep.rs`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,7 +36,7 @@ pub const DEFAULT_SYSTEMS: [&str; 8] = [
 const ENGINES: [&str; 3] = ["vllm", "sglang", "trtllm"];
 /// The routing skew MoE layers are kept at: AIConfigurator's power-law family at its mildest
 /// collected exponent (its models use `power_law` with a per-model exponent of 1.01 or 1.2).
-const MOE_DISTRIBUTION: &str = "power_law_1.01";
+pub(super) const MOE_DISTRIBUTION: &str = "power_law_1.01";
 /// Where the data sits in an AIConfigurator checkout.
 const DATA_PATH: &str = "aic-core/src/aiconfigurator_core/systems/data";
 
@@ -125,7 +126,7 @@ fn version_key(version: &str) -> (Vec<u64>, u64, u64) {
 }
 
 /// The newest version folder under `dir` holding every file in `files`.
-fn newest(dir: &Path, files: &[&str]) -> Option<String> {
+pub(super) fn newest(dir: &Path, files: &[&str]) -> Option<String> {
     let entries = std::fs::read_dir(dir).ok()?;
     entries
         .filter_map(Result::ok)
@@ -134,14 +135,14 @@ fn newest(dir: &Path, files: &[&str]) -> Option<String> {
         .max_by_key(|v| version_key(v))
 }
 
-fn read(path: &Path) -> anyhow::Result<DataFrame> {
+pub(super) fn read(path: &Path) -> anyhow::Result<DataFrame> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     ParquetReader::new(file)
         .finish()
         .with_context(|| format!("reading {}", path.display()))
 }
 
-fn floats(df: &DataFrame, name: &str) -> anyhow::Result<Vec<f64>> {
+pub(super) fn floats(df: &DataFrame, name: &str) -> anyhow::Result<Vec<f64>> {
     let column = df
         .column(name)
         .with_context(|| format!("no column {name}"))?
@@ -153,7 +154,7 @@ fn floats(df: &DataFrame, name: &str) -> anyhow::Result<Vec<f64>> {
         .collect())
 }
 
-fn strings(df: &DataFrame, name: &str) -> anyhow::Result<Vec<String>> {
+pub(super) fn strings(df: &DataFrame, name: &str) -> anyhow::Result<Vec<String>> {
     let column = df
         .column(name)
         .with_context(|| format!("no column {name}"))?
@@ -166,7 +167,7 @@ fn strings(df: &DataFrame, name: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// Powers of two from `low` up to the largest not above `high`.
-fn powers(low: f64, high: f64) -> Vec<f64> {
+pub(super) fn powers(low: f64, high: f64) -> Vec<f64> {
     let mut out = Vec::new();
     let mut v = low;
     while v <= high {
@@ -176,7 +177,16 @@ fn powers(low: f64, high: f64) -> Vec<f64> {
     out
 }
 
-fn largest_power_below(v: f64) -> f64 {
+/// The largest finite value, at least 1.
+pub(super) fn finite_max(values: &[f64]) -> f64 {
+    values
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(1.0, f64::max)
+}
+
+pub(super) fn largest_power_below(v: f64) -> f64 {
     2f64.powi(v.max(1.0).log2().floor() as i32)
 }
 
@@ -192,7 +202,7 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Fills the missing (NaN) entries of `row` — log values along one axis — by linear
 /// extrapolation from their neighbours (non-decreasing past the end). Returns how many.
-fn fill(row: &mut [f64]) -> usize {
+pub(super) fn fill(row: &mut [f64]) -> usize {
     let known: Vec<usize> = (0..row.len()).filter(|&i| row[i].is_finite()).collect();
     if known.is_empty() || known.len() == row.len() {
         return 0;
@@ -223,7 +233,7 @@ fn fill(row: &mut [f64]) -> usize {
 }
 
 /// Each value at most every later one (values of a larger problem along an axis).
-fn never_slower_than_larger(row: &mut [f64]) {
+pub(super) fn never_slower_than_larger(row: &mut [f64]) {
     for i in (0..row.len().saturating_sub(1)).rev() {
         if row[i + 1].is_finite() {
             row[i] = row[i].min(row[i + 1]);
@@ -250,7 +260,7 @@ fn number(v: f64) -> String {
     }
 }
 
-fn join(values: &[f64]) -> String {
+pub(super) fn join(values: &[f64]) -> String {
     values
         .iter()
         .map(|v| number(*v))
@@ -258,7 +268,7 @@ fn join(values: &[f64]) -> String {
         .join(" ")
 }
 
-fn axis_line(table: &str, name: &str, values: &[f64]) -> String {
+pub(super) fn axis_line(table: &str, name: &str, values: &[f64]) -> String {
     let text: Vec<String> = values.iter().map(|v| format!("{}", *v as u64)).collect();
     format!("axis,{table},{name},{}\n", text.join(" "))
 }
@@ -292,6 +302,86 @@ fn grid2(leading: &[f64], last: &[f64], points: &[(f64, f64, f64)]) -> (Vec<Vec<
         filled += fill(row);
     }
     (grid, filled)
+}
+
+/// A MoE collection's fastest time (ms) per curve (`<dtype>.<shape>`, tp, ep) and token index.
+pub(super) type MoeCells = BTreeMap<(String, u64, u64), BTreeMap<usize, f64>>;
+
+/// The fastest time per MoE curve and token count of a MoE collection `df`, on powers of two
+/// in tokens up to `max_tokens`: rows routed as [`MOE_DISTRIBUTION`], of the shapes
+/// `moe_shapes`, that `keep` accepts (by row and experts' tp). Returns the token axis beside
+/// them.
+pub(super) fn fastest_moe_cells(
+    df: &DataFrame,
+    max_tokens: f64,
+    moe_shapes: &[String],
+    keep: impl Fn(usize, f64) -> bool,
+) -> anyhow::Result<(Vec<f64>, MoeCells)> {
+    let (dtype, hidden, inter, topk, experts) = (
+        strings(df, "moe_dtype")?,
+        floats(df, "hidden_size")?,
+        floats(df, "inter_size")?,
+        floats(df, "topk")?,
+        floats(df, "num_experts")?,
+    );
+    let (tp, ep, tokens, distribution, latency) = (
+        floats(df, "moe_tp_size")?,
+        floats(df, "moe_ep_size")?,
+        floats(df, "num_tokens")?,
+        strings(df, "distribution")?,
+        floats(df, "latency")?,
+    );
+    let token_axis = powers(
+        1.0,
+        largest_power_below(finite_max(&tokens)).min(max_tokens),
+    );
+    let mut fastest = MoeCells::new();
+    for i in 0..tokens.len() {
+        let shape = format!(
+            "h{}.i{}.k{}.e{}",
+            hidden[i] as u64, inter[i] as u64, topk[i] as u64, experts[i] as u64
+        );
+        if distribution[i] != MOE_DISTRIBUTION || !moe_shapes.contains(&shape) || !keep(i, tp[i]) {
+            continue;
+        }
+        let Some(t) = token_axis.iter().position(|v| *v == tokens[i]) else {
+            continue;
+        };
+        let name = if dtype[i] == "bfloat16" {
+            "bf16"
+        } else {
+            dtype[i].as_str()
+        };
+        let curve = fastest
+            .entry((format!("{name}.{shape}"), tp[i] as u64, ep[i] as u64))
+            .or_default();
+        let cell = curve.entry(t).or_insert(f64::INFINITY);
+        *cell = cell.min(latency[i]);
+    }
+    Ok((token_axis, fastest))
+}
+
+/// A MoE table's lines (`<table>,<variant>,<tp>,<ep>,<µs along tokens>`) from the fastest
+/// kernel measured per cell (`fastest`: (variant, tp, ep) → token index → ms), and the cells
+/// extrapolated. A curve measured at fewer than half the token counts is left out rather
+/// than extrapolated across most of its length; none is slower than at more tokens.
+pub(super) fn token_curves(table: &str, token_axis: &[f64], fastest: MoeCells) -> (String, usize) {
+    let mut lines = String::new();
+    let mut filled = 0;
+    for ((variant, tp, ep), curve) in fastest {
+        let mut row = vec![f64::NAN; token_axis.len()];
+        for (t, l) in curve {
+            row[t] = (l * 1000.0).ln();
+        }
+        if row.iter().filter(|v| v.is_finite()).count() * 2 < row.len() {
+            continue;
+        }
+        filled += fill(&mut row);
+        never_slower_than_larger(&mut row);
+        let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+        lines.push_str(&format!("{table},{variant},{tp},{ep},{}\n", join(&values)));
+    }
+    (lines, filled)
 }
 
 fn convert_one(
@@ -342,15 +432,9 @@ fn convert_one(
         floats(&gemm, "k")?,
         floats(&gemm, "latency")?,
     );
-    let max = |v: &[f64]| {
-        v.iter()
-            .copied()
-            .filter(|x| x.is_finite())
-            .fold(1.0, f64::max)
-    };
-    let ms = powers(1.0, largest_power_below(max(&m)).min(32768.0));
-    let ns = powers(512.0, largest_power_below(max(&n)).min(65536.0));
-    let ks = powers(512.0, largest_power_below(max(&k)).min(65536.0));
+    let ms = powers(1.0, largest_power_below(finite_max(&m)).min(32768.0));
+    let ns = powers(512.0, largest_power_below(finite_max(&n)).min(65536.0));
+    let ks = powers(512.0, largest_power_below(finite_max(&k)).min(65536.0));
     axes.push_str(&axis_line("gemm", "m", &ms));
     axes.push_str(&axis_line("gemm", "n", &ns));
     axes.push_str(&axis_line("gemm", "k", &ks));
@@ -480,18 +564,18 @@ fn convert_one(
     isls.dedup();
     let batch_heads = powers(
         1.0,
-        largest_power_below(max(&(0..c.0.len())
-            .map(|i| c.0[i] * c.2[i])
-            .collect::<Vec<_>>())),
+        largest_power_below(finite_max(
+            &(0..c.0.len()).map(|i| c.0[i] * c.2[i]).collect::<Vec<_>>(),
+        )),
     );
     let mut kv_lens: Vec<f64> = (0..g.0.len()).map(|i| g.1[i] + g.2[i]).collect();
     kv_lens.sort_by(f64::total_cmp);
     kv_lens.dedup();
     let batch_kv = powers(
         1.0,
-        largest_power_below(max(&(0..g.0.len())
-            .map(|i| g.0[i] * g.3[i])
-            .collect::<Vec<_>>())),
+        largest_power_below(finite_max(
+            &(0..g.0.len()).map(|i| g.0[i] * g.3[i]).collect::<Vec<_>>(),
+        )),
     );
     axes.push_str(&axis_line("context_attention", "batch_heads", &batch_heads));
     axes.push_str(&axis_line("context_attention", "isl", &isls));
@@ -630,7 +714,7 @@ fn convert_one(
             floats(&df, "k")?,
             floats(&df, "latency")?,
         );
-        let qm = powers(1.0, largest_power_below(max(&m)).min(32768.0));
+        let qm = powers(1.0, largest_power_below(finite_max(&m)).min(32768.0));
         let mut dtypes: Vec<String> = dtype.clone();
         dtypes.sort();
         dtypes.dedup();
@@ -679,66 +763,19 @@ fn convert_one(
                 .join(version)
                 .join("moe_perf.parquet"),
         )?;
-        let (dtype, hidden, inter, topk, experts) = (
-            strings(&df, "moe_dtype")?,
-            floats(&df, "hidden_size")?,
-            floats(&df, "inter_size")?,
-            floats(&df, "topk")?,
-            floats(&df, "num_experts")?,
-        );
-        let (tp, ep, tokens, distribution, latency) = (
-            floats(&df, "moe_tp_size")?,
-            floats(&df, "moe_ep_size")?,
-            floats(&df, "num_tokens")?,
-            strings(&df, "distribution")?,
-            floats(&df, "latency")?,
-        );
-        let token_axis = powers(1.0, largest_power_below(max(&tokens)).min(16384.0));
-        let mut fastest: BTreeMap<(String, u64, u64), BTreeMap<usize, f64>> = BTreeMap::new();
-        for i in 0..tokens.len() {
-            let shape = format!(
-                "h{}.i{}.k{}.e{}",
-                hidden[i] as u64, inter[i] as u64, topk[i] as u64, experts[i] as u64
-            );
-            // Experts split at most eight ways inside (one node's tensor parallelism).
-            if distribution[i] != MOE_DISTRIBUTION || !moe_shapes.contains(&shape) || tp[i] > 8.0 {
-                continue;
-            }
-            let Some(t) = token_axis.iter().position(|v| *v == tokens[i]) else {
-                continue;
-            };
-            let name = if dtype[i] == "bfloat16" {
-                "bf16"
-            } else {
-                dtype[i].as_str()
-            };
-            let curve = fastest
-                .entry((format!("{name}.{shape}"), tp[i] as u64, ep[i] as u64))
-                .or_default();
-            let cell = curve.entry(t).or_insert(f64::INFINITY);
-            *cell = cell.min(latency[i]);
-        }
-        let mut any = false;
-        for ((variant, tp, ep), curve) in fastest {
-            let mut row = vec![f64::NAN; token_axis.len()];
-            for (t, l) in curve {
-                row[t] = (l * 1000.0).ln();
-            }
-            // A curve measured at fewer than half the token counts is left out rather than
-            // extrapolated across most of its length.
-            if row.iter().filter(|v| v.is_finite()).count() * 2 < row.len() {
-                continue;
-            }
-            filled += fill(&mut row);
-            never_slower_than_larger(&mut row);
-            if !any {
-                axes.push_str(&axis_line("moe", "tokens", &token_axis));
-                any = true;
-            }
-            let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
-            data.push_str(&format!("moe,{variant},{tp},{ep},{}\n", join(&values)));
+        // Experts split at most eight ways inside (one node's tensor parallelism).
+        let (token_axis, fastest) = fastest_moe_cells(&df, 16384.0, moe_shapes, |_, tp| tp <= 8.0)?;
+        let (lines, n) = token_curves("moe", &token_axis, fastest);
+        filled += n;
+        if !lines.is_empty() {
+            axes.push_str(&axis_line("moe", "tokens", &token_axis));
+            data.push_str(&lines);
         }
     }
+    let wide = super::wide_ep::reduce(dir, engine, moe_shapes)?;
+    filled += wide.filled;
+    axes.push_str(&wide.axes);
+    data.push_str(&wide.data);
 
     // Latent attention.
     let mla_dir = dir.join("mla").join(engine);
@@ -862,6 +899,10 @@ fn convert_one(
     if let Some(v) = &moe_version {
         body.push_str(&format!("meta,version.moe,{v}\n"));
         versions.push(format!("moe {v}"));
+    }
+    if let Some(v) = &wide.version {
+        body.push_str(&format!("meta,version.moe_a2a,{v}\n"));
+        versions.push(format!("moe_a2a {v}"));
     }
     if let Some(v) = &mla_version {
         body.push_str(&format!("meta,version.mla,{v}\n"));

@@ -8,12 +8,13 @@
 pub mod convert;
 pub mod grid;
 pub mod tables;
+mod wide_ep;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use convert::{convert_aiconfigurator, ConvertSummary};
-pub use tables::OperatorTables;
+pub use tables::{MoePhase, OperatorTables};
 
 use crate::error::InputError;
 

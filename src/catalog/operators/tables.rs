@@ -15,13 +15,18 @@
 //! all_reduce,graph,<gpus>,,<µs along message bytes>
 //! quantize,fp8.compute_scale,<k>,,<µs along m>   # computing an activation's scale
 //! moe,fp8_block.h7168.i2048.k8.e256,<moe tp>,<moe ep>,<µs along tokens>  # a fused MoE layer
+//! moe_a2a_decode,fp8_block.h7168.i2048.k8.e256,1,<moe ep>,<µs along tokens>  # experts fed by
+//! moe_a2a_prefill,fp8_block.h7168.i2048.k8.e256,1,<moe ep>,<µs along tokens> #   an all-to-all
 //! context_mla,kv_bf16,<heads per card>,<sequences>,<µs along isl>  # latent attention
 //! generation_mla,kv_fp8,<heads per card>,<sequences>,<µs along kv_len>
 //! ```
 //!
 //! A `moe` variant names the expert format and the model's shape (hidden size, expert width,
 //! experts per token, experts); its lines are the expert-parallel layouts measured, each a
-//! curve along the layer's tokens (all attention replicas' together).
+//! curve along the layer's tokens (all attention replicas' together). `moe_a2a_decode` and
+//! `moe_a2a_prefill` are the same layer as large expert-parallel deployments run it: each
+//! card computes only the tokens an all-to-all dispatch delivers to its experts (SGLang's
+//! DeepEP path, TensorRT-LLM's wide-EP path), per phase where the engine runs them apart.
 //!
 //! Every variant of a table must cover every combination of its leading axes' values, so the
 //! values form a full grid.
@@ -40,13 +45,15 @@ const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
 const SLOWER_PATH_SHARE: f64 = 0.5;
 
 /// The tables this reader knows and their axes, in order.
-const TABLES: [(&str, &[&str]); 8] = [
+const TABLES: [(&str, &[&str]); 10] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
     ("generation_attention", &["batch_kv_heads", "kv_len"]),
     ("all_reduce", &["gpus", "bytes"]),
     ("quantize", &["k", "m"]),
     ("moe", &["moe_tp", "moe_ep", "tokens"]),
+    ("moe_a2a_decode", &["moe_tp", "moe_ep", "tokens"]),
+    ("moe_a2a_prefill", &["moe_tp", "moe_ep", "tokens"]),
     ("context_mla", &["heads", "batch", "isl"]),
     ("generation_mla", &["heads", "batch", "kv_len"]),
 ];
@@ -73,9 +80,21 @@ pub struct OperatorTables {
     /// A fused MoE layer by (`<dtype>.<shape>`, moe tp, moe ep), along tokens: measured at a
     /// few layouts per shape, not interpolated between layouts or shapes.
     moe: BTreeMap<(String, u32, u32), Grid>,
+    /// The same layer behind an all-to-all dispatch, by (phase, `<dtype>.<shape>`, moe ep):
+    /// measured with the experts spread over `ep` cards only (moe tp 1).
+    moe_a2a: BTreeMap<(MoePhase, String, u32), Grid>,
     /// Latent (MLA) attention by KV format, over heads per card, sequences and length.
     context_mla: BTreeMap<String, Grid>,
     generation_mla: BTreeMap<String, Grid>,
+}
+
+/// Which iterations an all-to-all MoE curve times: the engines run a step with prompt
+/// tokens and a decode-only step through different dispatch kernels (DeepEP's normal and
+/// low-latency modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MoePhase {
+    Prefill,
+    Decode,
 }
 
 /// Lines of one table variant while reading: the leading axes' values → the values along the
@@ -207,16 +226,33 @@ impl OperatorTables {
         for ((table, variant), (line_no, lines)) in rows {
             let bad = |message: String| InputError::file(format!("{origin}:{line_no}"), message);
             let declared = axes.get(&table).cloned().unwrap_or_default();
-            if table == "moe" {
+            let phase = match table.as_str() {
+                "moe_a2a_decode" => Some(MoePhase::Decode),
+                "moe_a2a_prefill" => Some(MoePhase::Prefill),
+                _ => None,
+            };
+            if table == "moe" || phase.is_some() {
                 let tokens = declared
                     .get("tokens")
                     .cloned()
-                    .ok_or_else(|| bad("moe needs an axis 'tokens'".into()))?;
+                    .ok_or_else(|| bad(format!("{table} needs an axis 'tokens'")))?;
                 for (key, values) in lines {
                     let (tp, ep) = (key[0] as u32, key[1] as u32);
                     let grid = Grid::new(vec![tokens.clone()], &values)
-                        .ok_or_else(|| bad(format!("moe {variant} tp {tp} ep {ep}")))?;
-                    tables.moe.insert((variant.clone(), tp, ep), grid);
+                        .ok_or_else(|| bad(format!("{table} {variant} tp {tp} ep {ep}")))?;
+                    match phase {
+                        None => {
+                            tables.moe.insert((variant.clone(), tp, ep), grid);
+                        }
+                        Some(_) if tp != 1 => {
+                            return Err(bad(format!(
+                                "{table} {variant}: experts behind an all-to-all are spread by expert parallelism only (moe tp 1), found tp {tp}"
+                            )));
+                        }
+                        Some(phase) => {
+                            tables.moe_a2a.insert((phase, variant.clone(), ep), grid);
+                        }
+                    }
                 }
                 continue;
             }
@@ -363,6 +399,43 @@ impl OperatorTables {
         self.moe
             .get(&(format!("{dtype}.{shape}"), moe_tp, moe_ep))
             .map(|grid| grid.at_monotone(&[tokens]))
+    }
+
+    /// One MoE layer behind an all-to-all dispatch in `phase`, for `tokens` tokens of all
+    /// attention replicas together, experts in `dtype` of shape `shape` spread over `moe_ep`
+    /// cards, µs; `None` when not measured at that width nor between two measured ones.
+    /// Between two widths the time is interpolated in log–log: each card's experts, and the
+    /// tokens they receive, shrink in proportion to the width (AIConfigurator's SGLang
+    /// collection on GB200 skips 8 cards between 4 and 16).
+    pub fn moe_a2a_us(
+        &self,
+        phase: MoePhase,
+        dtype: &str,
+        shape: &str,
+        moe_ep: u32,
+        tokens: f64,
+    ) -> Option<f64> {
+        let variant = format!("{dtype}.{shape}");
+        let at = |ep: u32| {
+            self.moe_a2a
+                .get(&(phase, variant.clone(), ep))
+                .map(|grid| grid.at_monotone(&[tokens]))
+        };
+        if let Some(exact) = at(moe_ep) {
+            return Some(exact);
+        }
+        let widths: Vec<u32> = self
+            .moe_a2a
+            .keys()
+            .filter(|(p, v, _)| *p == phase && *v == variant)
+            .map(|(_, _, ep)| *ep)
+            .collect();
+        let below = widths.iter().copied().filter(|&w| w < moe_ep).max()?;
+        let above = widths.iter().copied().filter(|&w| w > moe_ep).min()?;
+        let (low, high) = (at(below)?, at(above)?);
+        let share = (f64::from(moe_ep) / f64::from(below)).ln()
+            / (f64::from(above) / f64::from(below)).ln();
+        Some((low.ln() + share * (high.ln() - low.ln())).exp())
     }
 
     /// Every measured fused-MoE curve: (`<dtype>.<shape>`, moe tp, moe ep).
@@ -535,6 +608,45 @@ mod tests {
             .unwrap();
         assert!((mla - 40.0).abs() < 1e-9);
         assert!(tables.context_mla_us("kv_bf16", 16.0, 1.0, 1.0).is_none());
+    }
+
+    /// Experts behind an all-to-all, measured at 4 and 16 cards, per phase.
+    const A2A: &str = "meta,system,test_gpu\nmeta,engine,sglang\n\
+        axis,moe_a2a_decode,tokens,1 1024\n\
+        axis,moe_a2a_prefill,tokens,1 1024\n\
+        moe_a2a_decode,fp8_block.h7168.i2048.k8.e256,1,4,40 400\n\
+        moe_a2a_decode,fp8_block.h7168.i2048.k8.e256,1,16,10 100\n\
+        moe_a2a_prefill,fp8_block.h7168.i2048.k8.e256,1,4,500 800\n";
+
+    #[test]
+    fn all_to_all_experts_read_per_phase_and_between_measured_widths() {
+        let tables = OperatorTables::parse(A2A, "a2a.csv").unwrap();
+        let (fp8, shape) = ("fp8_block", "h7168.i2048.k8.e256");
+        let decode = |ep, tokens| tables.moe_a2a_us(MoePhase::Decode, fp8, shape, ep, tokens);
+        assert!((decode(4, 1024.0).unwrap() - 400.0).abs() < 1e-9);
+        assert!((decode(16, 1.0).unwrap() - 10.0).abs() < 1e-9);
+        // Eight cards, halfway between 4 and 16 in log width: √(400 · 100).
+        assert!((decode(8, 1024.0).unwrap() - 200.0).abs() < 1e-9);
+        // Not past the widths measured.
+        assert!(decode(2, 1.0).is_none());
+        assert!(decode(32, 1.0).is_none());
+        // The prefill curve is its own, and measured at one width only.
+        let prefill = |ep| tables.moe_a2a_us(MoePhase::Prefill, fp8, shape, ep, 1024.0);
+        assert!((prefill(4).unwrap() - 800.0).abs() < 1e-9);
+        assert!(prefill(8).is_none());
+        assert!(tables
+            .moe_a2a_us(MoePhase::Decode, "nvfp4", shape, 4, 1.0)
+            .is_none());
+        // A curve behind an all-to-all is expert parallelism alone.
+        let split = A2A.replace(",1,16,", ",2,16,");
+        let err = OperatorTables::parse(&split, "a2a.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a2a.csv:"), "{err}");
+        assert!(
+            err.contains("expert parallelism only (moe tp 1), found tp 2"),
+            "{err}"
+        );
     }
 
     #[test]
