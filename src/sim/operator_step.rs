@@ -421,6 +421,11 @@ impl OperatorStep {
         &self.tables
     }
 
+    /// The expert-parallel width whose all-to-all curves time the experts, when they do.
+    pub fn dispatched_experts(&self) -> Option<u32> {
+        self.moe_a2a.as_ref().map(|curve| curve.ep)
+    }
+
     pub fn gemm_source(&self) -> &GemmSource {
         &self.gemm
     }
@@ -1549,6 +1554,7 @@ mod tests {
         });
         let curve = wide.moe_a2a.clone().expect("an all-to-all curve");
         assert_eq!((curve.dtype.as_str(), curve.ep), ("fp8_block", 32));
+        assert_eq!(wide.dispatched_experts(), Some(32));
         let shape = "h7168.i2048.k8.e256";
         let tokens = 8192.0;
         let decode = wide.experts_us(tokens, tokens / 32.0, MoePhase::Decode);
@@ -1580,6 +1586,7 @@ mod tests {
             ..Parallelism::tensor(8)
         });
         assert_eq!(replicated.moe_a2a, None);
+        assert_eq!(replicated.dispatched_experts(), None);
         assert!(replicated.moe_table.is_some());
     }
 }

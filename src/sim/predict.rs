@@ -465,7 +465,14 @@ pub fn engine_for(
 /// (with the calibration's reason, or because the tables cannot time this dtype or model).
 pub fn step_basis(engine: &Engine, calibration: &Calibration) -> String {
     let basis = match &engine.perf().operators {
-        Some(step) => operator_basis(step.tables()),
+        Some(step) => match step.dispatched_experts() {
+            Some(ep) => format!(
+                "{}; experts timed as dispatched to them by an all-to-all over {ep} cards \
+                 (moe_a2a curves)",
+                operator_basis(step.tables())
+            ),
+            None => operator_basis(step.tables()),
+        },
         None if calibration.operators.is_some() => format!(
             "{ROOFLINE_BASIS}: the {} operator tables have no timings for this model's dtype or head size",
             calibration.engine
