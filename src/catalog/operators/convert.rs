@@ -36,7 +36,7 @@ pub const DEFAULT_SYSTEMS: [&str; 8] = [
 const ENGINES: [&str; 3] = ["vllm", "sglang", "trtllm"];
 /// The routing skew MoE layers are kept at: AIConfigurator's power-law family at its mildest
 /// collected exponent (its models use `power_law` with a per-model exponent of 1.01 or 1.2).
-pub(super) const MOE_DISTRIBUTION: &str = "power_law_1.01";
+const MOE_DISTRIBUTION: &str = "power_law_1.01";
 /// Where the data sits in an AIConfigurator checkout.
 const DATA_PATH: &str = "aic-core/src/aiconfigurator_core/systems/data";
 
@@ -167,7 +167,7 @@ pub(super) fn strings(df: &DataFrame, name: &str) -> anyhow::Result<Vec<String>>
 }
 
 /// Powers of two from `low` up to the largest not above `high`.
-pub(super) fn powers(low: f64, high: f64) -> Vec<f64> {
+fn powers(low: f64, high: f64) -> Vec<f64> {
     let mut out = Vec::new();
     let mut v = low;
     while v <= high {
@@ -178,7 +178,7 @@ pub(super) fn powers(low: f64, high: f64) -> Vec<f64> {
 }
 
 /// The largest finite value, at least 1.
-pub(super) fn finite_max(values: &[f64]) -> f64 {
+fn finite_max(values: &[f64]) -> f64 {
     values
         .iter()
         .copied()
@@ -186,7 +186,7 @@ pub(super) fn finite_max(values: &[f64]) -> f64 {
         .fold(1.0, f64::max)
 }
 
-pub(super) fn largest_power_below(v: f64) -> f64 {
+fn largest_power_below(v: f64) -> f64 {
     2f64.powi(v.max(1.0).log2().floor() as i32)
 }
 
@@ -202,7 +202,7 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Fills the missing (NaN) entries of `row` — log values along one axis — by linear
 /// extrapolation from their neighbours (non-decreasing past the end). Returns how many.
-pub(super) fn fill(row: &mut [f64]) -> usize {
+fn fill(row: &mut [f64]) -> usize {
     let known: Vec<usize> = (0..row.len()).filter(|&i| row[i].is_finite()).collect();
     if known.is_empty() || known.len() == row.len() {
         return 0;
@@ -233,7 +233,7 @@ pub(super) fn fill(row: &mut [f64]) -> usize {
 }
 
 /// Each value at most every later one (values of a larger problem along an axis).
-pub(super) fn never_slower_than_larger(row: &mut [f64]) {
+fn never_slower_than_larger(row: &mut [f64]) {
     for i in (0..row.len().saturating_sub(1)).rev() {
         if row[i + 1].is_finite() {
             row[i] = row[i].min(row[i + 1]);
@@ -260,7 +260,7 @@ fn number(v: f64) -> String {
     }
 }
 
-pub(super) fn join(values: &[f64]) -> String {
+fn join(values: &[f64]) -> String {
     values
         .iter()
         .map(|v| number(*v))
