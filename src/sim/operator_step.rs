@@ -154,7 +154,8 @@ struct Memo {
 }
 
 /// What a layer's timing depends on beyond its tokens: whether the step holds prompt tokens
-/// (the experts' dispatch mode) and whether its all-reduce runs inside a CUDA graph.
+/// and its experts are dispatched in a mode of their own for them, and whether its
+/// all-reduce runs inside a CUDA graph.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum LayerKind {
     Prefill,
@@ -316,12 +317,13 @@ impl OperatorStep {
                 weight_ratio: expert_dtype.bytes() / Dtype::Bf16.bytes(),
             })
         };
-        let moe_table = model
-            .moe_shape()
-            .and_then(|shape| moe_variant(&tables, expert_dtype, model, parallel, &shape));
-        let moe_a2a = model
-            .moe_shape()
-            .and_then(|shape| moe_a2a_variant(&tables, expert_dtype, model, parallel, &shape));
+        let (moe_table, moe_a2a) = match model.moe_shape() {
+            Some(shape) => (
+                moe_variant(&tables, expert_dtype, model, parallel, &shape),
+                moe_a2a_variant(&tables, expert_dtype, model, parallel, &shape),
+            ),
+            None => (None, None),
+        };
         let sliding = match (model.sliding_window, model.sliding_layers) {
             (Some(window), Some(layers)) if window > 0 && layers > 0 => Some((
                 f64::from(window),
@@ -711,7 +713,10 @@ impl OperatorStep {
         }
         let graph = graph_batch.is_some() && work.prefill_tokens == 0.0;
         let local = self.busiest_replica_tokens(work, m);
-        let kind = LayerKind::of(work.prefill_tokens > 0.0, graph);
+        // A prompt step times its layers apart only where its experts' dispatch mode differs
+        // (all-to-all curves per phase); elsewhere it shares the decode steps' memo.
+        let prefill = self.moe_a2a.is_some() && work.prefill_tokens > 0.0;
+        let kind = LayerKind::of(prefill, graph);
         let (gemm, communication) = self.layer_us(m, local, kind);
         // Attention replicas share the sequences; a prompt chunk runs on one of them, and the
         // step waits for the replica that has one.
