@@ -98,6 +98,14 @@ pub struct MemoryFit {
     pub kv_bytes_per_token_per_card: f64,
     /// Tokens of KV cache the whole instance holds (all attention replicas together).
     pub kv_tokens: u64,
+    /// A hybrid model's recurrent state per sequence (its linear-attention layers), bytes on
+    /// each card; 0 for a model that keeps only KV.
+    pub state_bytes_per_sequence_per_card: f64,
+    /// The same state in KV positions of this cache (rounded up): what each running
+    /// sequence takes from the cache beside its tokens. The engines keep both in one pool
+    /// (vLLM's hybrid allocator pages the state like KV blocks; SGLang sets a share of the
+    /// pool aside for states, `mamba_full_memory_ratio`, which this does not copy).
+    pub state_tokens_per_sequence: u64,
     pub context_tokens: u32,
 }
 
@@ -203,6 +211,15 @@ pub fn memory_fit_layout(
     let (kv_per_token, kv_per_token_per_card) =
         model.kv_bytes_per_token(kv_dtype.bytes(), tp, context_tokens);
     let kv_per_token_per_card = kv_per_token_per_card / pp;
+    // The recurrent state's convolution window is kept in the activations' format.
+    let state_per_card = model.linear_attention.map_or(0.0, |linear| {
+        linear.state_bytes_per_sequence(tp, Dtype::Bf16.bytes()).1 / pp
+    });
+    let state_tokens = if state_per_card > 0.0 && kv_per_token_per_card > 0.0 {
+        (state_per_card / kv_per_token_per_card).ceil() as u64
+    } else {
+        0
+    };
     // A model without a KV cache (an image classifier) needs room for its weights only.
     let replica_tokens = if kv_per_token_per_card == 0.0 {
         0
@@ -233,6 +250,8 @@ pub fn memory_fit_layout(
         kv_bytes_per_token: kv_per_token,
         kv_bytes_per_token_per_card: kv_per_token_per_card,
         kv_tokens,
+        state_bytes_per_sequence_per_card: state_per_card,
+        state_tokens_per_sequence: state_tokens,
         context_tokens,
     };
 
@@ -258,7 +277,7 @@ pub fn memory_fit_layout(
             ),
         });
     }
-    if model.generates_text() && replica_tokens < u64::from(context_tokens) {
+    if model.generates_text() && replica_tokens < u64::from(context_tokens) + state_tokens {
         let on = if parallel.is_tensor_only() {
             format!("{tp} × {}", card.name)
         } else {
@@ -272,8 +291,14 @@ pub fn memory_fit_layout(
         return Err(LayoutRejected {
             reason: format!(
                 "{} ({format}) on {on} leaves {:.2} GiB per card for KV cache: {replica_tokens} tokens{per}, \
-                 less than one {context_tokens}-token sequence",
-                model.name, fit.kv_gib_per_card,
+                 less than one {context_tokens}-token sequence{}",
+                model.name,
+                fit.kv_gib_per_card,
+                if state_tokens > 0 {
+                    format!(" and its recurrent state ({state_tokens} positions' worth)")
+                } else {
+                    String::new()
+                },
             ),
         });
     }
@@ -334,6 +359,8 @@ mod tests {
             v_head_dim: None,
             sliding_window: None,
             sliding_layers: None,
+            linear_attention: None,
+            attention_output_gate: None,
             mtp_modules: None,
             mtp_params_b: None,
             expert_dtype: None,
@@ -480,6 +507,34 @@ mod tests {
         };
         let err = memory_fit(&m, &card("T4", 16.0), 1, &options).unwrap_err();
         assert!(err.reason.contains("6768 tokens"), "{err}");
+    }
+
+    /// Qwen3.5-397B-A17B keeps KV in its 15 full-attention layers only (2 KV heads of 256,
+    /// one a card past TP 2) and a fixed recurrent state per sequence in its 45 Gated DeltaNet
+    /// layers: at TP 4 each card holds 16 value heads' 128 × 128 FP32 matrices and 3 past
+    /// inputs of its 3 072 convolution channels, 45 × (1 048 576 + 18 432) bytes. That state
+    /// takes as much room as 3 126 positions of KV, so a 4 096-token sequence costs 1.76 times
+    /// its KV. Its FP8 weights (397 GB) fit on four B200s, not on two H200s.
+    #[test]
+    fn a_hybrid_model_keeps_kv_for_its_full_layers_and_a_state_per_sequence() {
+        let catalog = crate::catalog::Catalog::shipped().unwrap();
+        let qwen = catalog.model("qwen3.5-397b-a17b").unwrap();
+        let options = MemoryOptions {
+            dtype: Some(Dtype::Fp8),
+            ..MemoryOptions::default()
+        };
+        let fit = memory_fit(qwen, catalog.card("B200").unwrap(), 4, &options).unwrap();
+        assert_eq!(fit.kv_bytes_per_token, 15.0 * 2.0 * 256.0 * 2.0 * 2.0);
+        assert_eq!(fit.kv_bytes_per_token_per_card, 15.0 * 256.0 * 2.0 * 2.0);
+        let state = 45.0 * (16.0 * 128.0 * 128.0 * 4.0 + 3.0 * 3072.0 * 2.0);
+        assert_eq!(fit.state_bytes_per_sequence_per_card, state);
+        assert_eq!(fit.state_tokens_per_sequence, 3126);
+        assert!((fit.weights_gb - 397.0).abs() < 0.5, "{}", fit.weights_gb);
+        let h200 = memory_fit(qwen, catalog.card("H200").unwrap(), 2, &options);
+        assert!(h200.is_err(), "{h200:?}");
+        // A card's share of the state shrinks with the heads it holds.
+        let tp8 = memory_fit(qwen, catalog.card("B200").unwrap(), 8, &options).unwrap();
+        assert_eq!(tp8.state_bytes_per_sequence_per_card * 2.0, state);
     }
 
     #[test]

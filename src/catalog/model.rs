@@ -2,6 +2,84 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The linear-attention layers of a hybrid model (Gated DeltaNet, as Qwen3.5 and Qwen3-Next
+/// run it, from the `linear_*` fields of `config.json`). Such a layer keeps no KV cache: each
+/// sequence holds a fixed recurrent state instead, one `key_head_dim × value_head_dim` matrix
+/// per value head (in `state_bytes` per value: the checkpoints ask for FP32,
+/// `mamba_ssm_dtype`), plus the last `conv_kernel − 1` inputs of its short convolution. So a
+/// sequence's memory is a fixed part, whatever its length, plus the full-attention layers'
+/// KV per token; and a prompt's cost in these layers grows linearly with its length.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearAttention {
+    /// How many of the model's layers are linear attention.
+    pub layers: u32,
+    pub key_heads: u32,
+    pub value_heads: u32,
+    pub key_head_dim: u32,
+    pub value_head_dim: u32,
+    pub conv_kernel: u32,
+    /// Bytes per value of the recurrent state (4: FP32).
+    pub state_bytes: f64,
+}
+
+impl LinearAttention {
+    /// The projection widths out of the hidden state: queries and keys (key heads), values
+    /// and the output gate (value heads), and the two per-value-head gates (`b`, `a`).
+    pub fn in_width(&self) -> f64 {
+        let (kh, vh) = (f64::from(self.key_heads), f64::from(self.value_heads));
+        let (kd, vd) = (f64::from(self.key_head_dim), f64::from(self.value_head_dim));
+        2.0 * kh * kd + 2.0 * vh * vd + 2.0 * vh
+    }
+
+    /// The width the output projection reads: every value head.
+    pub fn out_width(&self) -> f64 {
+        f64::from(self.value_heads) * f64::from(self.value_head_dim)
+    }
+
+    /// Channels of the short convolution (queries, keys and values).
+    fn conv_channels(&self) -> f64 {
+        2.0 * f64::from(self.key_heads) * f64::from(self.key_head_dim)
+            + f64::from(self.value_heads) * f64::from(self.value_head_dim)
+    }
+
+    /// Key and value heads one of `tp` cards holds (at least one of each).
+    pub fn heads_per_card(&self, tp: u32) -> (f64, f64) {
+        let tp = tp.max(1);
+        (
+            f64::from((self.key_heads / tp).max(1)),
+            f64::from((self.value_heads / tp).max(1)),
+        )
+    }
+
+    /// One sequence's recurrent state over all linear layers, bytes: the whole model's and
+    /// what one of `tp` cards holds (the heads are split over the cards). The convolution
+    /// keeps its inputs at `activation_bytes` per value.
+    pub fn state_bytes_per_sequence(&self, tp: u32, activation_bytes: f64) -> (f64, f64) {
+        let layers = f64::from(self.layers);
+        let (kd, vd) = (f64::from(self.key_head_dim), f64::from(self.value_head_dim));
+        let window = f64::from(self.conv_kernel.saturating_sub(1));
+        let of = |kh: f64, vh: f64| {
+            let recurrent = vh * kd * vd * self.state_bytes;
+            let conv = window * (2.0 * kh * kd + vh * vd) * activation_bytes;
+            layers * (recurrent + conv)
+        };
+        let (kh, vh) = self.heads_per_card(tp);
+        (
+            of(f64::from(self.key_heads), f64::from(self.value_heads)),
+            of(kh, vh),
+        )
+    }
+
+    /// One layer's weights (projections and convolution; norms and the per-head decay
+    /// constants left out), for a model of `hidden` width.
+    fn layer_params(&self, hidden: f64) -> f64 {
+        hidden * self.in_width()
+            + self.out_width() * hidden
+            + self.conv_channels() * f64::from(self.conv_kernel)
+    }
+}
+
 /// One model's architecture, from its published `config.json` (named in `source`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,6 +161,15 @@ pub struct Model {
     pub sliding_window: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_layers: Option<u32>,
+    /// Linear-attention layers of a hybrid model (Qwen3.5's and Qwen3-Next's Gated DeltaNet:
+    /// three of every four layers); the other layers are full attention. See
+    /// [`LinearAttention`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttention>,
+    /// Full-attention layers gate their output by a projection as wide as the queries
+    /// (Qwen3.5's and Qwen3-Next's `attn_output_gate`): the query projection is twice as wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_output_gate: Option<bool>,
     /// The experts' own weight format when the checkpoint quantises only them (gpt-oss: MXFP4
     /// experts, BF16 attention and embeddings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,10 +305,10 @@ impl Model {
     /// (it is not split by heads). Sliding-window layers keep at most the window, so their
     /// share per token falls as the sequence outgrows it.
     pub fn kv_bytes_per_token(&self, kv_bytes: f64, tp: u32, context: u32) -> (f64, f64) {
-        let layers = f64::from(self.layers);
+        let layers = f64::from(self.full_attention_layers());
         let window_share = match (self.sliding_window, self.sliding_layers) {
             (Some(window), Some(sliding)) if context > window && sliding > 0 => {
-                let sliding = f64::from(sliding.min(self.layers));
+                let sliding = f64::from(sliding.min(self.full_attention_layers()));
                 (layers - sliding + sliding * f64::from(window) / f64::from(context)) / layers
             }
             _ => 1.0,
@@ -237,6 +324,37 @@ impl Model {
             layers * f64::from(self.kv_heads) * per_head * window_share,
             layers * f64::from(heads_per_card) * per_head * window_share,
         )
+    }
+
+    /// Layers that attend over a KV cache: all but a hybrid model's linear-attention layers.
+    pub fn full_attention_layers(&self) -> u32 {
+        self.layers
+            .saturating_sub(self.linear_attention.map_or(0, |linear| linear.layers))
+    }
+
+    /// The linear-attention kernels' per-card head layouts at the tensor-parallel widths a
+    /// deployment uses (1 to 16 cards): what the operator tables keep for this model.
+    pub fn linear_attention_variants(&self) -> Vec<String> {
+        let Some(linear) = self.linear_attention else {
+            return Vec::new();
+        };
+        [1, 2, 4, 8, 16]
+            .into_iter()
+            .map(|tp| {
+                let (kh, vh) = linear.heads_per_card(tp);
+                crate::catalog::operators::linear_attention::variant(
+                    kh as u32,
+                    vh as u32,
+                    linear.key_head_dim,
+                    linear.value_head_dim,
+                )
+            })
+            .collect()
+    }
+
+    /// Whether full-attention layers gate their output (a query projection twice as wide).
+    pub fn gated_attention_output(&self) -> bool {
+        self.attention_output_gate == Some(true)
     }
 
     /// The shape a fused MoE layer is measured by (`h7168.i2048.k8.e256`: hidden size,
@@ -301,9 +419,19 @@ impl Model {
             }
             None => {
                 let head_dim = f64::from(self.head_dim);
-                2.0 * hidden * heads * head_dim + 2.0 * hidden * f64::from(self.kv_heads) * head_dim
+                let query = if self.gated_attention_output() {
+                    2.0
+                } else {
+                    1.0
+                };
+                (query + 1.0) * hidden * heads * head_dim
+                    + 2.0 * hidden * f64::from(self.kv_heads) * head_dim
             }
         };
+        let full_layers = f64::from(self.full_attention_layers());
+        let linear = self.linear_attention.map_or(0.0, |linear| {
+            f64::from(linear.layers) * linear.layer_params(hidden)
+        });
         let moe_layers = f64::from(self.moe_layers());
         let dense_layers = f64::from(self.layers) - moe_layers;
         let dense = dense_layers * self.ffn_params(self.intermediate_size);
@@ -319,7 +447,8 @@ impl Model {
             }
             _ => (0.0, 0.0, 0.0),
         };
-        let common = f64::from(self.layers) * attention
+        let common = full_layers * attention
+            + linear
             + dense
             + shared
             + router

@@ -6,7 +6,8 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Converts the checkout at `from` into reduced tables under `out`, MoE layers for the shapes
-/// of `catalog`'s mixture-of-experts models; prints what it wrote.
+/// of `catalog`'s mixture-of-experts models and linear-attention kernels for its hybrid
+/// models' heads per card; prints what it wrote.
 pub fn run(from: &Path, out: &Path, catalog: &capplan::catalog::Catalog) -> anyhow::Result<()> {
     if !from.is_dir() {
         return Err(capplan::InputError::value(format!(
@@ -16,13 +17,22 @@ pub fn run(from: &Path, out: &Path, catalog: &capplan::catalog::Catalog) -> anyh
         ))
         .into());
     }
-    let mut shapes: Vec<String> = catalog
-        .models
-        .iter()
-        .filter_map(|m| m.moe_shape())
-        .collect();
-    shapes.sort();
-    shapes.dedup();
+    let mut shapes = capplan::catalog::operators::ModelShapes {
+        moe: catalog
+            .models
+            .iter()
+            .filter_map(|m| m.moe_shape())
+            .collect(),
+        linear_attention: catalog
+            .models
+            .iter()
+            .flat_map(|m| m.linear_attention_variants())
+            .collect(),
+    };
+    for list in [&mut shapes.moe, &mut shapes.linear_attention] {
+        list.sort();
+        list.dedup();
+    }
     let summary = capplan::catalog::operators::convert_aiconfigurator(from, out, &shapes)
         .with_context(|| format!("converting {} into {}", from.display(), out.display()))?;
     println!("{summary}");

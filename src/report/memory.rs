@@ -58,15 +58,26 @@ impl Report for MemoryReport {
                     ),
                 ),
                 row("KV tokens", fit.kv_tokens.to_string()),
-                row(
-                    "sequences at full context",
-                    format!(
-                        "{} × {} tokens",
-                        fit.kv_tokens / u64::from(fit.context_tokens.max(1)),
-                        fit.context_tokens
-                    ),
-                ),
             ]);
+            if fit.state_tokens_per_sequence > 0 {
+                rows.push(row(
+                    "recurrent state per sequence",
+                    format!(
+                        "{:.1} MiB per card (linear-attention layers), as much as {} KV positions",
+                        fit.state_bytes_per_sequence_per_card / (1024.0 * 1024.0),
+                        fit.state_tokens_per_sequence
+                    ),
+                ));
+            }
+            rows.push(row(
+                "sequences at full context",
+                format!(
+                    "{} × {} tokens",
+                    fit.kv_tokens
+                        / (u64::from(fit.context_tokens.max(1)) + fit.state_tokens_per_sequence),
+                    fit.context_tokens
+                ),
+            ));
         }
         let table = Table {
             caption: None,

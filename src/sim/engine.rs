@@ -106,6 +106,9 @@ pub struct EngineConfig {
     pub schedule_ahead: bool,
     /// KV-cache positions the instance holds (from the memory fit).
     pub kv_capacity: u64,
+    /// Positions of that cache each running sequence takes beside its tokens: a hybrid
+    /// model's recurrent state (its linear-attention layers), whatever the sequence's length.
+    pub state_tokens: u64,
 }
 
 impl EngineConfig {
@@ -125,6 +128,7 @@ impl EngineConfig {
             prefix_caching: options.prefix_caching,
             schedule_ahead: options.schedule_ahead,
             kv_capacity,
+            state_tokens: 0,
         }
     }
 }
@@ -392,7 +396,9 @@ impl Engine {
 
     /// Queues a request; refuses one that could never fit.
     pub fn submit(&mut self, request: EngineRequest) -> Result<(), Refusal> {
-        let needed = u64::from(request.input_tokens) + u64::from(request.output_tokens);
+        let needed = u64::from(request.input_tokens)
+            + u64::from(request.output_tokens)
+            + self.config.state_tokens;
         if needed > self.config.kv_capacity {
             return Err(Refusal::TooLong {
                 needed,
@@ -440,8 +446,9 @@ impl Engine {
         self.prefilling.len() + self.decoding.len()
     }
 
+    /// Cache positions in use: the running sequences' tokens and their recurrent states.
     pub fn kv_used(&self) -> u64 {
-        self.context_sum + self.prefill_kv
+        self.context_sum + self.prefill_kv + self.running() as u64 * self.config.state_tokens
     }
 
     /// Drops a request wherever it is (a client went away); frees its KV.
@@ -742,11 +749,15 @@ impl Engine {
     /// and, reserving whole requests, its whole length beside every admitted one's.
     fn has_room_for(&self, next: &Pending, promised: u64, decoding: u64) -> bool {
         let capacity = self.config.kv_capacity;
+        let state = self.config.state_tokens;
         let free = capacity.saturating_sub(self.kv_used() + promised + decoding);
-        next.prompt <= free
+        next.prompt + state <= free
             && match self.config.kv_reservation {
                 KvReservation::Prompt => true,
-                KvReservation::WholeRequest => self.reserved + next.final_size() <= capacity,
+                KvReservation::WholeRequest => {
+                    self.reserved + (self.running() as u64 + 1) * state + next.final_size()
+                        <= capacity
+                }
             }
     }
 
@@ -797,6 +808,8 @@ mod tests {
             parallel: crate::catalog::Parallelism::tensor(1),
             fabric: crate::sim::fabric::Fabric::single_domain(1, 1.0, 1.0),
             layers: 1.0,
+            attention_layers: 1.0,
+            state_bytes_per_sequence_per_card: 0.0,
             all_reduces_per_layer: 2.0,
             hidden: 1.0,
             vocab: 0.0,
@@ -825,6 +838,7 @@ mod tests {
                 request_overhead_ms: 0.0,
             },
             operators: None,
+            operator_gap: None,
             graph_sizes: Vec::new(),
             experts_touched: Default::default(),
         }
@@ -865,6 +879,33 @@ mod tests {
         assert_eq!(seen[&1], (1, 5));
         assert_eq!(engine.counters().generated_tokens, 5);
         assert_eq!(engine.kv_used(), 0, "KV freed at the end");
+    }
+
+    /// A hybrid model's sequences each hold a recurrent state beside their tokens: with room
+    /// for 10 000 positions and a state worth 2 000, six requests of 100 + 100 tokens run at
+    /// most four at a time (4 × 2 200 fits, 5 × 2 100 does not), all finish, and the cache
+    /// is empty after; a request longer than the cache less one state is refused.
+    #[test]
+    fn recurrent_states_take_room_from_the_cache() {
+        let mut config = EngineConfig::new(10_000);
+        config.state_tokens = 2_000;
+        let mut engine = Engine::new(config, flat_perf(), false);
+        for id in 0..6 {
+            engine.submit(request(id, 100, 100)).unwrap();
+        }
+        let mut most = 0;
+        while engine.step().is_some() {
+            most = most.max(engine.running());
+            assert!(engine.kv_used() <= 10_000, "{}", engine.kv_used());
+            if engine.is_idle() {
+                break;
+            }
+        }
+        assert_eq!(most, 4);
+        assert_eq!(engine.counters().finished, 6);
+        assert_eq!(engine.kv_used(), 0);
+        assert!(engine.submit(request(9, 7_000, 1_001)).is_err());
+        assert!(engine.submit(request(9, 7_000, 1_000)).is_ok());
     }
 
     /// 2.5 tokens a decode step: the shared schedule yields 2, 3, 2, 3, … tokens.

@@ -47,8 +47,13 @@ pub struct OperatorStep {
     expert_gemm: GemmSource,
     layers: f64,
     hidden: f64,
-    /// The attention projections' GEMMs on one card.
+    /// The attention projections' GEMMs on one card (the full-attention layers' of a hybrid
+    /// model).
     projections: Projections,
+    /// Share of the layers that attend over the KV cache (1 but for a hybrid model).
+    full_share: f64,
+    /// A hybrid model's linear-attention layers.
+    linear: Option<LinearStep>,
     /// Gated MLP on one card: up+gate output width, down input width (the dense layers').
     up_n: f64,
     down_k: f64,
@@ -121,6 +126,20 @@ pub struct OperatorStep {
     /// LM-head µs by sampled sequences: a prediction runs the same few hundred token counts
     /// through hundreds of thousands of steps, and each lookup interpolates several grids.
     memo: RefCell<Memo>,
+}
+
+/// A hybrid model's linear-attention layers on one card: their projections are GEMMs, their
+/// convolution and delta rule kernels of their own, timed from the `gdn_*` tables.
+#[derive(Debug, Clone)]
+struct LinearStep {
+    /// Their share of the layers.
+    share: f64,
+    /// Projection widths on one card: into the layer (queries, keys, values, output gate and
+    /// two per-head gates) and out of it.
+    in_n: f64,
+    out_k: f64,
+    /// The kernels' table variant (heads per card).
+    variant: String,
 }
 
 /// The GEMMs that make a layer's queries, keys and values and project its output, on one
@@ -302,10 +321,46 @@ impl OperatorStep {
                 kv_rank: latent.kv_rank,
                 o_k: heads / tpf * latent.value,
             },
+            // A gated output needs a second query-wide projection (the gate).
             None => Projections::Grouped {
-                qkv_n: (heads + 2.0 * kv_heads) * head / tpf,
+                qkv_n: (heads
+                    * if model.gated_attention_output() {
+                        2.0
+                    } else {
+                        1.0
+                    }
+                    + 2.0 * kv_heads)
+                    * head
+                    / tpf,
                 o_k: heads * head / tpf,
             },
+        };
+        let linear = match model.linear_attention {
+            Some(shape) => {
+                let (kh, vh) = shape.heads_per_card(tp);
+                let variant = crate::catalog::operators::linear_attention::variant(
+                    kh as u32,
+                    vh as u32,
+                    shape.key_head_dim,
+                    shape.value_head_dim,
+                );
+                if tables.gdn_context_us(&variant, 1.0).is_none()
+                    || tables.gdn_generation_us(&variant, 1.0).is_none()
+                {
+                    return Err(NoOperatorData(format!(
+                        "{} {} has no linear-attention (Gated DeltaNet) timings for {variant}",
+                        tables.system, tables.engine
+                    )));
+                }
+                Some(LinearStep {
+                    share: f64::from(shape.layers.min(model.layers))
+                        / f64::from(model.layers.max(1)),
+                    in_n: shape.in_width() / tpf,
+                    out_k: shape.out_width() / tpf,
+                    variant,
+                })
+            }
+            None => None,
         };
         // Experts in a format of their own (the memory fit decides which): measured where
         // the card runs it natively, else as weight-only (Hopper reads MXFP4 experts and
@@ -341,6 +396,8 @@ impl OperatorStep {
             layers: f64::from(model.layers),
             hidden,
             projections,
+            full_share: f64::from(model.full_attention_layers()) / f64::from(model.layers.max(1)),
+            linear,
             up_n: gates * f64::from(model.intermediate_size) / tpf,
             down_k: f64::from(model.intermediate_size) / tpf,
             experts,
@@ -499,7 +556,7 @@ impl OperatorStep {
         } else if let Some(&known) = self.memo.borrow().uneven_layer.get(&uneven_key) {
             return known;
         }
-        let mut gemm = match self.projections {
+        let full = match self.projections {
             Projections::Grouped { qkv_n, o_k } => {
                 self.gemm_us(local, qkv_n, self.hidden) + self.gemm_us(local, self.hidden, o_k)
             }
@@ -517,6 +574,13 @@ impl OperatorStep {
                     + self.gemm_us(local, self.hidden, o_k)
             }
         };
+        // An average layer's attention projections: a hybrid model's layers in their shares.
+        let mut gemm = self.full_share * full
+            + self.linear.as_ref().map_or(0.0, |linear| {
+                linear.share
+                    * (self.gemm_us(local, linear.in_n, self.hidden)
+                        + self.gemm_us(local, self.hidden, linear.out_k))
+            });
         // The FFN of an average layer: dense layers' and expert layers' in their shares.
         let dense = self.gemm_us(local, self.up_n, self.hidden)
             + self.gemm_us(local, self.hidden, self.down_k);
@@ -816,6 +880,28 @@ impl OperatorStep {
             };
         }
 
+        // A hybrid model's linear-attention layers run their own kernels instead: over the
+        // step's prompt tokens (on the busiest replica) and over its decoding sequences.
+        let linear_kernels = self.linear.as_ref().map_or(0.0, |linear| {
+            let mut us = 0.0;
+            if work.prefill_tokens > 0.0 {
+                let replicas = dp.min(work.prefill_chunks.max(1.0));
+                let tokens = (work.prefill_tokens / replicas).max(1.0);
+                us += self
+                    .tables
+                    .gdn_context_us(&linear.variant, tokens)
+                    .unwrap_or(0.0);
+            }
+            if work.decode_sequences > 0.0 {
+                let sequences = (work.decode_sequences / dp).max(1.0);
+                us += self
+                    .tables
+                    .gdn_generation_us(&linear.variant, sequences)
+                    .unwrap_or(0.0);
+            }
+            linear.share * us
+        });
+
         // Norms, rotary embedding, activation and residual adds: a handful of passes over
         // the activations, memory-bound and mostly fused; about six hidden-wide and two
         // MLP-wide reads and writes of 2 bytes per token and layer.
@@ -838,7 +924,9 @@ impl OperatorStep {
 
         OperatorTime {
             gemm: (gemm * self.layers + lm_head) * 1e-6,
-            attention: attention * self.head_scale * self.layers * 1e-6,
+            attention: (attention * self.head_scale * self.full_share + linear_kernels)
+                * self.layers
+                * 1e-6,
             communication: communication * self.layers * 1e-6 + handoffs,
             other: other_per_layer * self.layers * 1e-6,
         }
@@ -1536,6 +1624,97 @@ mod tests {
             8000.0,
         )
         .unwrap()
+    }
+
+    /// Qwen3.5-397B-A17B over four B200s under SGLang: 15 of its 60 layers attend over the
+    /// KV cache (queries, output gate, keys and values: (2 × 32 + 2 × 2) heads of 256 over 4
+    /// cards), the other 45 run Gated DeltaNet — their projections as GEMMs, their convolution
+    /// and delta rule from the `gdn_*` tables. Against the same shapes with every layer full
+    /// attention, the hybrid's attention kernels are a quarter of the full ones plus 45 layers
+    /// of the measured linear kernels, and its GEMMs differ by three quarters of the layers'
+    /// projection difference.
+    #[test]
+    fn a_hybrid_layer_mixes_full_and_linear_attention_in_their_shares() {
+        let catalog = Catalog::shipped().unwrap();
+        let tables = catalog.operators.get("b200_sxm", "sglang").unwrap().clone();
+        let qwen = catalog.model("qwen3.5-397b-a17b").unwrap();
+        let all_full = Model {
+            linear_attention: None,
+            ..qwen.clone()
+        };
+        let step = |model: &Model| {
+            OperatorStep::new(
+                tables.clone(),
+                model,
+                &Parallelism::tensor(4),
+                Dtype::Fp8,
+                Dtype::Fp8,
+                Dtype::Bf16,
+                8000.0,
+            )
+            .unwrap()
+        };
+        let (hybrid, full) = (step(qwen), step(&all_full));
+        let Projections::Grouped { qkv_n, o_k } = hybrid.projections else {
+            panic!("grouped-query projections expected");
+        };
+        assert_eq!(qkv_n, (2.0 * 32.0 + 2.0 * 2.0) * 256.0 / 4.0);
+        let linear = hybrid.linear.clone().unwrap();
+        assert_eq!(linear.variant, "k4.v16.dk128.dv128");
+        assert_eq!(linear.share, 0.75);
+        let variant = linear.variant.as_str();
+        let mut prompt = StepWork::default();
+        prompt.add_prefill_chunk(0.0, 8192.0);
+        let decode = decode(64.0, 1500.0);
+        for (work, graph, kernels) in [
+            (
+                &prompt,
+                None,
+                tables.gdn_context_us(variant, 8192.0).unwrap(),
+            ),
+            (
+                &decode,
+                Some(64.0),
+                tables.gdn_generation_us(variant, 64.0).unwrap(),
+            ),
+        ] {
+            let (h, f) = (hybrid.time(work, graph), full.time(work, graph));
+            let expected = f.attention / 4.0 + 45.0 * kernels * 1e-6;
+            assert!(
+                (h.attention / expected - 1.0).abs() < 1e-9,
+                "{} vs {expected}",
+                h.attention
+            );
+            let m = work.tokens;
+            let linear_us = hybrid.gemm_us(m, linear.in_n, hybrid.hidden)
+                + hybrid.gemm_us(m, hybrid.hidden, linear.out_k);
+            let full_us =
+                hybrid.gemm_us(m, qkv_n, hybrid.hidden) + hybrid.gemm_us(m, hybrid.hidden, o_k);
+            let expected = 45.0 * (linear_us - full_us) * 1e-6;
+            assert!(
+                ((h.gemm - f.gemm) - expected).abs() < 1e-9,
+                "{} vs {expected}",
+                h.gemm - f.gemm
+            );
+        }
+        // Tables without linear-attention timings cannot time the model.
+        let text = std::fs::read_to_string("hardware/operators/b200_sxm/sglang.csv").unwrap();
+        let without: String = text
+            .lines()
+            .filter(|line| !line.contains("gdn"))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let bare = OperatorTables::parse(&without, "test").unwrap();
+        let missing = OperatorStep::new(
+            Arc::new(bare),
+            qwen,
+            &Parallelism::tensor(4),
+            Dtype::Fp8,
+            Dtype::Fp8,
+            Dtype::Bf16,
+            8000.0,
+        );
+        assert!(missing.unwrap_err().0.contains("k4.v16.dk128.dv128"));
     }
 
     #[test]

@@ -199,6 +199,11 @@ pub struct PerfModel {
     /// The links between the cards, past one all-reduce group.
     pub fabric: Fabric,
     pub layers: f64,
+    /// Layers that attend over the KV cache (all but a hybrid model's linear-attention ones).
+    pub attention_layers: f64,
+    /// A hybrid model's recurrent state per sequence on one card, bytes: read and written
+    /// once by each decode step (0 for a model that keeps only KV).
+    pub state_bytes_per_sequence_per_card: f64,
     /// All-reduces a layer ends with when split over cards (`Model::all_reduces_per_layer`).
     pub all_reduces_per_layer: f64,
     pub hidden: f64,
@@ -228,6 +233,10 @@ pub struct PerfModel {
     /// otherwise the roofline above.
     #[serde(skip)]
     pub operators: Option<OperatorStep>,
+    /// Why the operator tables could not time this model, when they could not (the roofline
+    /// is then in place): what the prediction's basis says.
+    #[serde(skip)]
+    pub operator_gap: Option<String>,
     /// Decode batch sizes the engine runs as CUDA graphs (a decode-only step is padded up to
     /// the next one); empty for none.
     pub graph_sizes: Vec<u32>,
@@ -287,6 +296,10 @@ impl PerfModel {
                 ..Fabric::single_domain(tp, link_gbs, efficiency.link_latency_us)
             },
             layers: f64::from(model.layers),
+            attention_layers: f64::from(model.full_attention_layers()),
+            state_bytes_per_sequence_per_card: model.linear_attention.map_or(0.0, |linear| {
+                linear.state_bytes_per_sequence(tp, Dtype::Bf16.bytes()).1
+            }),
             all_reduces_per_layer: model.all_reduces_per_layer(),
             hidden: f64::from(model.hidden_size),
             vocab: f64::from(model.vocab_size),
@@ -309,6 +322,7 @@ impl PerfModel {
             interconnect: node_interconnect.to_string(),
             efficiency,
             operators: None,
+            operator_gap: None,
             graph_sizes: Vec::new(),
             experts_touched: RefCell::default(),
         }
@@ -489,12 +503,16 @@ impl PerfModel {
         let dp = f64::from(self.parallel.dp.max(1));
         let local = work.tokens / dp;
         let flops = 2.0 * self.active_params * work.tokens
-            + 4.0 * self.layers * self.attention_width * work.attention_pairs;
+            + 4.0 * self.attention_layers * self.attention_width * work.attention_pairs;
         let compute = flops / (tp * dp * self.peak_flops * eff.compute);
         let (shared, experts) = self.weight_bytes_split(work.tokens);
         let kv_positions =
             work.kv_positions_read + (self.decode_kv_reads - 1.0) * work.decode_positions;
-        let bytes = shared + self.kv_bytes_per_position_per_card * kv_positions / dp;
+        // A hybrid model's decoding sequences also read and write their recurrent states (the
+        // linear layers' prompt work, a few FLOPs per token and state entry, is left out).
+        let bytes = shared
+            + self.kv_bytes_per_position_per_card * kv_positions / dp
+            + 2.0 * self.state_bytes_per_sequence_per_card * work.decode_sequences / dp;
         // Routed experts stream at the share of bandwidth measured fused-MoE kernels reach,
         // never above the card's own memory efficiency.
         let memory = bytes / (self.hbm_bytes_per_s * eff.memory)

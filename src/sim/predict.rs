@@ -433,8 +433,9 @@ pub fn engine_for(
     );
     if let Some(tables) = &calibration.operators {
         // Tables that cannot time this model (a dtype or head size they were not measured
-        // at) leave the roofline in place; the prediction's basis says which was used.
-        if let Ok(step) = OperatorStep::new(
+        // at, a kind of layer they hold no kernels for) leave the roofline in place; the
+        // prediction's basis says which was used, and why.
+        match OperatorStep::new(
             Arc::clone(tables),
             layout.model,
             &layout.parallel,
@@ -442,12 +443,14 @@ pub fn engine_for(
             fit.expert_dtype,
             fit.kv_dtype,
             layout.card.hbm_bandwidth_gbs,
-        )
-        .map(|step| {
-            step.with_fp8_activation_scales(calibration.fp8_activation_scales)
-                .with_fabric(fabric)
-        }) {
-            perf = perf.with_operators(step, calibration.graph_sizes.clone());
+        ) {
+            Ok(step) => {
+                let step = step
+                    .with_fp8_activation_scales(calibration.fp8_activation_scales)
+                    .with_fabric(fabric);
+                perf = perf.with_operators(step, calibration.graph_sizes.clone());
+            }
+            Err(gap) => perf.operator_gap = Some(gap.0),
         }
     }
     // Attention replicas each run the engine's batch limits; pipeline stages are separate
@@ -457,7 +460,8 @@ pub fn engine_for(
     let mut options = *options;
     options.max_running = (options.max_running * replicas as usize / engines as usize).max(1);
     options.token_budget = (options.token_budget * u64::from(replicas)).max(1);
-    let config = EngineConfig::with(fit.kv_tokens / u64::from(engines), &options);
+    let mut config = EngineConfig::with(fit.kv_tokens / u64::from(engines), &options);
+    config.state_tokens = fit.state_tokens_per_sequence;
     Ok((Engine::new(config, perf, track_tokens), fit))
 }
 
@@ -474,8 +478,13 @@ pub fn step_basis(engine: &Engine, calibration: &Calibration) -> String {
             None => operator_basis(step.tables()),
         },
         None if calibration.operators.is_some() => format!(
-            "{ROOFLINE_BASIS}: the {} operator tables have no timings for this model's dtype or head size",
-            calibration.engine
+            "{ROOFLINE_BASIS}: the {} operator tables cannot time this model ({})",
+            calibration.engine,
+            engine
+                .perf()
+                .operator_gap
+                .as_deref()
+                .unwrap_or("no timings for its dtype or head size")
         ),
         None => calibration.basis.clone(),
     };
@@ -827,7 +836,8 @@ fn predict_shell(
 ) -> Result<(Prediction, Engine), LayoutRejected> {
     let (engine, memory) = engine_for(layout, calibration, &request.engine, false)?;
     let longest = u64::from(request.workload.input_tokens.max())
-        + u64::from(request.workload.output_tokens.max());
+        + u64::from(request.workload.output_tokens.max())
+        + memory.state_tokens_per_sequence;
     if longest > memory.kv_tokens {
         return Err(LayoutRejected {
             reason: format!(
@@ -988,7 +998,7 @@ pub fn estimate_c_star(
     let output = request.workload.output_tokens.mean().max(1.0);
     let context = input + output / 2.0;
     let cap = (config.max_running as f64)
-        .min(config.kv_capacity as f64 / context)
+        .min(config.kv_capacity as f64 / (context + config.state_tokens as f64))
         .max(1.0);
     // Prompts join the running batch as its requests finish: one every `output` iterations
     // per sequence, each computing what the prefix cache does not hold.

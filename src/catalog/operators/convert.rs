@@ -66,7 +66,7 @@ impl fmt::Display for ConvertSummary {
 pub fn convert_aiconfigurator(
     from: &Path,
     out: &Path,
-    moe_shapes: &[String],
+    shapes: &ModelShapes,
 ) -> anyhow::Result<ConvertSummary> {
     let data = if from.join(DATA_PATH).is_dir() {
         from.join(DATA_PATH)
@@ -83,7 +83,7 @@ pub fn convert_aiconfigurator(
             ));
         }
         for engine in ENGINES {
-            let Some(text) = convert_one(&dir, system, engine, moe_shapes)? else {
+            let Some(text) = convert_one(&dir, system, engine, shapes)? else {
                 continue;
             };
             let path = out.join(system).join(format!("{engine}.csv"));
@@ -99,6 +99,15 @@ pub fn convert_aiconfigurator(
         }
     }
     Ok(summary)
+}
+
+/// The catalog's model shapes the reduction keeps layers for: fused-MoE shapes
+/// (`h7168.i2048.k8.e256`) and linear-attention heads per card
+/// (`linear_attention::variant`).
+#[derive(Debug, Clone, Default)]
+pub struct ModelShapes {
+    pub moe: Vec<String>,
+    pub linear_attention: Vec<String>,
 }
 
 struct Converted {
@@ -260,7 +269,7 @@ fn number(v: f64) -> String {
     }
 }
 
-fn join(values: &[f64]) -> String {
+pub(super) fn join(values: &[f64]) -> String {
     values
         .iter()
         .map(|v| number(*v))
@@ -388,8 +397,9 @@ fn convert_one(
     dir: &Path,
     system: &str,
     engine: &str,
-    moe_shapes: &[String],
+    shapes: &ModelShapes,
 ) -> anyhow::Result<Option<Converted>> {
+    let moe_shapes = &shapes.moe[..];
     let gemm_dir = dir.join("gemm").join(engine);
     let attention_dir = dir.join("attention").join(engine);
     let (Some(gemm_version), Some(attention_version)) = (
@@ -776,6 +786,10 @@ fn convert_one(
     filled += wide.filled;
     axes.push_str(&wide.axes);
     data.push_str(&wide.data);
+    let linear =
+        super::linear_attention::reduce(dir, engine, &gemm_version, &shapes.linear_attention)?;
+    axes.push_str(&linear.axes);
+    data.push_str(&linear.data);
 
     // Latent attention.
     let mla_dir = dir.join("mla").join(engine);
@@ -907,6 +921,10 @@ fn convert_one(
     if let Some(v) = &mla_version {
         body.push_str(&format!("meta,version.mla,{v}\n"));
         versions.push(format!("mla {v}"));
+    }
+    if let Some(v) = &linear.version {
+        body.push_str(&format!("meta,version.gdn,{v}\n"));
+        versions.push(format!("gdn {v}"));
     }
     body.push_str(&axes);
     body.push_str(&data);

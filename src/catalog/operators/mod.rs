@@ -7,13 +7,14 @@
 
 pub mod convert;
 pub mod grid;
+pub mod linear_attention;
 pub mod tables;
 mod wide_ep;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use convert::{convert_aiconfigurator, ConvertSummary};
+pub use convert::{convert_aiconfigurator, ConvertSummary, ModelShapes};
 pub use tables::{MoePhase, OperatorTables};
 
 use crate::error::InputError;

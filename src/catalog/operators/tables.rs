@@ -19,6 +19,8 @@
 //! moe_a2a_prefill,fp8_block.h7168.i2048.k8.e256,1,<moe ep>,<µs along tokens> #   an all-to-all
 //! context_mla,kv_bf16,<heads per card>,<sequences>,<µs along isl>  # latent attention
 //! generation_mla,kv_fp8,<heads per card>,<sequences>,<µs along kv_len>
+//! gdn_context,k4.v16.dk128.dv128,,,<µs along tokens>   # linear attention's own kernels
+//! gdn_generation,k4.v16.dk128.dv128,,,<µs along batch>  #   (Gated DeltaNet), per layer
 //! ```
 //!
 //! A `moe` variant names the expert format and the model's shape (hidden size, expert width,
@@ -45,7 +47,7 @@ const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
 const SLOWER_PATH_SHARE: f64 = 0.5;
 
 /// The tables this reader knows and their axes, in order.
-const TABLES: [(&str, &[&str]); 10] = [
+const TABLES: [(&str, &[&str]); 12] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
     ("generation_attention", &["batch_kv_heads", "kv_len"]),
@@ -56,6 +58,8 @@ const TABLES: [(&str, &[&str]); 10] = [
     ("moe_a2a_prefill", &["moe_tp", "moe_ep", "tokens"]),
     ("context_mla", &["heads", "batch", "isl"]),
     ("generation_mla", &["heads", "batch", "kv_len"]),
+    ("gdn_context", &["tokens"]),
+    ("gdn_generation", &["batch"]),
 ];
 
 /// One system × engine.
@@ -86,6 +90,11 @@ pub struct OperatorTables {
     /// Latent (MLA) attention by KV format, over heads per card, sequences and length.
     context_mla: BTreeMap<String, Grid>,
     generation_mla: BTreeMap<String, Grid>,
+    /// Linear attention's convolution and delta-rule kernels by heads per card
+    /// (`k4.v16.dk128.dv128`): a prompt's along its tokens, a decode step's along its
+    /// sequences.
+    gdn_context: BTreeMap<String, Grid>,
+    gdn_generation: BTreeMap<String, Grid>,
 }
 
 /// Which iterations an all-to-all MoE curve times: the engines run a step with prompt
@@ -309,6 +318,8 @@ impl OperatorTables {
                 "quantize" => tables.quantize.insert(variant, grid),
                 "context_mla" => tables.context_mla.insert(variant, grid),
                 "generation_mla" => tables.generation_mla.insert(variant, grid),
+                "gdn_context" => tables.gdn_context.insert(variant, grid),
+                "gdn_generation" => tables.gdn_generation.insert(variant, grid),
                 _ => tables.generation_attention.insert(variant, grid),
             };
         }
@@ -477,6 +488,21 @@ impl OperatorTables {
             .map(|grid| grid.at_monotone(&[heads, batch, kv_len]))
     }
 
+    /// One linear-attention layer's own kernels (convolution and delta rule; not its
+    /// projections) for `tokens` prompt tokens with heads per card `variant`, µs.
+    pub fn gdn_context_us(&self, variant: &str, tokens: f64) -> Option<f64> {
+        self.gdn_context
+            .get(variant)
+            .map(|grid| grid.at_monotone(&[tokens]))
+    }
+
+    /// The same for a decode step of `sequences` sequences, µs.
+    pub fn gdn_generation_us(&self, variant: &str, sequences: f64) -> Option<f64> {
+        self.gdn_generation
+            .get(variant)
+            .map(|grid| grid.at_monotone(&[sequences]))
+    }
+
     /// The fewest GPUs whose measured all-reduce crosses a slower path than two GPUs do: its
     /// bus bandwidth (2(n−1)/n of the message over the time) at 64 MiB under half the 2-GPU
     /// one's, in the first variant measured at both. AIConfigurator's L40S box reaches
@@ -608,6 +634,32 @@ mod tests {
             .unwrap();
         assert!((mla - 40.0).abs() < 1e-9);
         assert!(tables.context_mla_us("kv_bf16", 16.0, 1.0, 1.0).is_none());
+    }
+
+    /// Linear attention's kernels are one curve a variant: a prompt's along its tokens, a
+    /// decode step's along its sequences; a key on their lines is refused.
+    #[test]
+    fn linear_attention_kernels_read_along_one_axis() {
+        let text = "meta,system,test_gpu\nmeta,engine,sglang\n\
+            axis,gdn_context,tokens,1 1024\n\
+            axis,gdn_generation,batch,1 16\n\
+            gdn_context,k4.v16.dk128.dv128,,,20 80\n\
+            gdn_generation,k4.v16.dk128.dv128,,,6 12\n";
+        let tables = OperatorTables::parse(text, "t.csv").unwrap();
+        let variant = "k4.v16.dk128.dv128";
+        assert!((tables.gdn_context_us(variant, 1024.0).unwrap() - 80.0).abs() < 1e-9);
+        // Halfway in log between 1 and 16 sequences (4): √(6·12).
+        let mid = tables.gdn_generation_us(variant, 4.0).unwrap();
+        assert!((mid - 72f64.sqrt()).abs() < 1e-9, "{mid}");
+        assert!(tables.gdn_context_us("k2.v8.dk128.dv128", 1.0).is_none());
+        let keyed = text.replace(
+            "gdn_context,k4.v16.dk128.dv128,,,",
+            "gdn_context,k4.v16.dk128.dv128,4,,",
+        );
+        let err = OperatorTables::parse(&keyed, "t.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("t.csv:5"), "{err}");
     }
 
     /// Experts behind an all-to-all, measured at 4 and 16 cards, per phase.
