@@ -186,6 +186,13 @@ pub struct EngineProfile {
     /// prefix caching, SGLang's radix cache, TensorRT-LLM's `enable_block_reuse`). Default on.
     #[serde(default = "default_true")]
     pub prefix_caching: bool,
+    /// A hybrid model's recurrent states kept in a pool of their own, this many bytes of it
+    /// for each byte of KV cache (SGLang's `mamba_full_memory_ratio`, 0.9): the cache is
+    /// split so, and the pool's slots — one state each — cap the running requests. Without
+    /// it (vLLM's hybrid allocator) states and KV share one pool, each sequence's state
+    /// taking its room beside its tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_memory_ratio: Option<f64>,
     /// Whether the scheduler picks the next iteration's batch while the current one runs
     /// (vLLM async scheduling, SGLang and TensorRT-LLM overlap scheduling): the CPU's
     /// scheduling hides behind the GPU's work, and a request arriving mid-iteration joins
@@ -320,6 +327,7 @@ mod tests {
             kv_block_tokens: 16,
             prefix_caching: true,
             schedule_ahead: false,
+            state_memory_ratio: None,
             fp8_activation_scales: ActivationScales::Dynamic,
             grouped_decode: None,
             cuda_graph_sizes: sizes,

@@ -37,13 +37,21 @@ impl Report for Prediction {
             ),
             format!(
                 "Engine profile {}: continuous batching, ≤ {} running, {} tokens per step ({} prefill{}), \
-                 KV cache {} tokens; step overhead {} ms + {} µs per sequence; {}.",
+                 KV cache {} tokens{}; step overhead {} ms + {} µs per sequence; {}.",
                 self.calibration.engine,
                 self.engine.max_running,
                 self.engine.token_budget,
                 self.engine.step_mix,
                 if self.engine.chunked_prefill { ", chunked" } else { ", whole prompts" },
                 self.engine.kv_capacity,
+                if self.engine.state_tokens > 0 {
+                    format!(
+                        " (a running sequence's recurrent state takes {} of them)",
+                        self.engine.state_tokens
+                    )
+                } else {
+                    String::new()
+                },
                 count(self.calibration.efficiency.step_overhead_ms),
                 count(self.calibration.efficiency.seq_overhead_ms * 1000.0),
                 self.calibration.name,

@@ -44,6 +44,9 @@ pub struct EngineOptions {
     /// Whether the scheduler picks an iteration's batch while the one before it runs (vLLM's
     /// async scheduling, SGLang's and TensorRT-LLM's overlap schedulers).
     pub schedule_ahead: bool,
+    /// Recurrent states in a pool of their own, bytes per byte of KV (SGLang), or `None`:
+    /// one pool for both (see `EngineProfile::state_memory_ratio`).
+    pub state_memory_ratio: Option<f64>,
 }
 
 impl Default for EngineOptions {
@@ -60,6 +63,7 @@ impl Default for EngineOptions {
             kv_block_tokens: 16,
             prefix_caching: true,
             schedule_ahead: false,
+            state_memory_ratio: None,
         }
     }
 }
@@ -88,6 +92,7 @@ impl EngineOptions {
             kv_block_tokens: profile.kv_block_tokens,
             prefix_caching: profile.prefix_caching,
             schedule_ahead: profile.schedule_ahead,
+            state_memory_ratio: profile.state_memory_ratio,
         }
     }
 }

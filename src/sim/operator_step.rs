@@ -312,6 +312,12 @@ impl OperatorStep {
         );
         let moe_tp = f64::from(parallel.moe_tp());
         let hidden = f64::from(model.hidden_size);
+        // A gated output needs a second query-wide projection (the gate).
+        let query_projections = if model.gated_attention_output() {
+            2.0
+        } else {
+            1.0
+        };
         let projections = match model.latent() {
             Some(latent) => Projections::Latent {
                 down_n: latent.down_width(),
@@ -321,17 +327,8 @@ impl OperatorStep {
                 kv_rank: latent.kv_rank,
                 o_k: heads / tpf * latent.value,
             },
-            // A gated output needs a second query-wide projection (the gate).
             None => Projections::Grouped {
-                qkv_n: (heads
-                    * if model.gated_attention_output() {
-                        2.0
-                    } else {
-                        1.0
-                    }
-                    + 2.0 * kv_heads)
-                    * head
-                    / tpf,
+                qkv_n: (query_projections * heads + 2.0 * kv_heads) * head / tpf,
                 o_k: heads * head / tpf,
             },
         };

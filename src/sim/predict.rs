@@ -461,7 +461,19 @@ pub fn engine_for(
     options.max_running = (options.max_running * replicas as usize / engines as usize).max(1);
     options.token_budget = (options.token_budget * u64::from(replicas)).max(1);
     let mut config = EngineConfig::with(fit.kv_tokens / u64::from(engines), &options);
-    config.state_tokens = fit.state_tokens_per_sequence;
+    let states = fit.state_tokens_per_sequence;
+    match options.state_memory_ratio {
+        // SGLang splits the cache between a pool of states and the KV pool, ratio : 1, and a
+        // running request holds one of the pool's slots.
+        Some(ratio) if states > 0 && ratio > 0.0 => {
+            let cache = config.kv_capacity as f64;
+            let state_share = ratio / (1.0 + ratio);
+            let slots = (cache * state_share / states as f64).floor() as usize;
+            config.kv_capacity = (cache * (1.0 - state_share)).floor() as u64;
+            config.max_running = config.max_running.min(slots.max(1));
+        }
+        _ => config.state_tokens = states,
+    }
     Ok((Engine::new(config, perf, track_tokens), fit))
 }
 
@@ -1379,6 +1391,48 @@ mod tests {
             engine.perf().step_time(&work).total,
             step_basis(&engine, calibration),
         )
+    }
+
+    /// A hybrid model's recurrent states: vLLM keeps them in the KV pool, each running
+    /// sequence's beside its tokens; SGLang splits the cache 0.9 : 1 between a pool of states
+    /// and the KV pool (`mamba_full_memory_ratio`), and its slots cap the running requests.
+    /// Qwen3.5-397B-A17B in FP8 on four B200s: a state is worth 3 126 KV positions.
+    #[test]
+    fn recurrent_states_share_the_cache_or_take_a_pool_of_their_own() {
+        let catalog = Catalog::shipped().unwrap();
+        let card = catalog.card("B200").unwrap();
+        let model = catalog.model("qwen3.5-397b-a17b").unwrap();
+        let mut layout = Layout::on_card(model, card, 4);
+        layout.memory.dtype = Some(crate::catalog::Dtype::Fp8);
+        let config = |engine: &str| {
+            let profile = catalog.engine(engine).unwrap();
+            let calibration =
+                Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
+            let options = EngineOptions::for_card(profile, card);
+            let (engine, fit) = engine_for(&layout, &calibration, &options, false).unwrap();
+            (*engine.config(), fit, options)
+        };
+        let (vllm, fit, vllm_options) = config("vllm");
+        assert_eq!(fit.state_tokens_per_sequence, 3126);
+        assert_eq!(vllm.state_tokens, 3126);
+        assert_eq!(vllm.kv_capacity, fit.kv_tokens);
+        assert_eq!(vllm.max_running, vllm_options.max_running);
+        let (sglang, _, sglang_options) = config("sglang");
+        let cache = fit.kv_tokens as f64;
+        assert_eq!(sglang.state_tokens, 0);
+        assert_eq!(sglang.kv_capacity, (cache / 1.9).floor() as u64);
+        let slots = (cache * 0.9 / 1.9 / 3126.0).floor() as usize;
+        assert!(slots < sglang_options.max_running, "{slots}");
+        assert_eq!(sglang.max_running, slots);
+        // A model without states is untouched by the split.
+        let llama = catalog.model("llama-3.1-8b").unwrap();
+        let plain = Layout::on_card(llama, card, 1);
+        let profile = catalog.engine("sglang").unwrap();
+        let calibration =
+            Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
+        let (engine, fit) = engine_for(&plain, &calibration, &sglang_options, false).unwrap();
+        assert_eq!(engine.config().kv_capacity, fit.kv_tokens);
+        assert_eq!(engine.config().max_running, sglang_options.max_running);
     }
 
     #[test]

@@ -79,18 +79,13 @@ pub(super) fn reduce(
     );
     let model = strings(&df, "model_name")?;
     let mut out = LinearAttentionTables::default();
-    for (table, axis_name, kernels) in [
-        ("gdn_context", "tokens", CONTEXT_KERNELS),
-        ("gdn_generation", "batch", GENERATION_KERNELS),
+    for (table, wanted_phase, axis_name, kernels) in [
+        ("gdn_context", "context", "tokens", CONTEXT_KERNELS),
+        ("gdn_generation", "generation", "batch", GENERATION_KERNELS),
     ] {
         // (variant, model, position along the axis) → µs of each kernel.
         let mut cells: BTreeMap<(String, String, u64), [Option<f64>; 2]> = BTreeMap::new();
         for i in 0..latency.len() {
-            let wanted_phase = if table == "gdn_context" {
-                "context"
-            } else {
-                "generation"
-            };
             let Some(slot) = kernels.iter().position(|k| *k == kernel[i]) else {
                 continue;
             };
