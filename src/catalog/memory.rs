@@ -102,9 +102,9 @@ pub struct MemoryFit {
     /// each card; 0 for a model that keeps only KV.
     pub state_bytes_per_sequence_per_card: f64,
     /// The same state in KV positions of this cache (rounded up): what each running
-    /// sequence takes from the cache beside its tokens. The engines keep both in one pool
-    /// (vLLM's hybrid allocator pages the state like KV blocks; SGLang sets a share of the
-    /// pool aside for states, `mamba_full_memory_ratio`, which this does not copy).
+    /// sequence takes from the cache beside its tokens where an engine keeps both in one
+    /// pool (vLLM's hybrid allocator); an engine with a pool of states apart splits the
+    /// cache instead (`EngineProfile::state_memory_ratio`, SGLang).
     pub state_tokens_per_sequence: u64,
     pub context_tokens: u32,
 }
@@ -211,10 +211,9 @@ pub fn memory_fit_layout(
     let (kv_per_token, kv_per_token_per_card) =
         model.kv_bytes_per_token(kv_dtype.bytes(), tp, context_tokens);
     let kv_per_token_per_card = kv_per_token_per_card / pp;
-    // The recurrent state's convolution window is kept in the activations' format.
-    let state_per_card = model.linear_attention.map_or(0.0, |linear| {
-        linear.state_bytes_per_sequence(tp, Dtype::Bf16.bytes()).1 / pp
-    });
+    let state_per_card = model
+        .linear_attention
+        .map_or(0.0, |linear| linear.state_bytes_per_sequence(tp).1 / pp);
     let state_tokens = if state_per_card > 0.0 && kv_per_token_per_card > 0.0 {
         (state_per_card / kv_per_token_per_card).ceil() as u64
     } else {

@@ -44,18 +44,16 @@ impl LinearAttention {
     }
 
     /// Key and value heads one of `tp` cards holds (at least one of each).
-    pub fn heads_per_card(&self, tp: u32) -> (f64, f64) {
+    pub fn heads_per_card(&self, tp: u32) -> (u32, u32) {
         let tp = tp.max(1);
-        (
-            f64::from((self.key_heads / tp).max(1)),
-            f64::from((self.value_heads / tp).max(1)),
-        )
+        ((self.key_heads / tp).max(1), (self.value_heads / tp).max(1))
     }
 
     /// One sequence's recurrent state over all linear layers, bytes: the whole model's and
     /// what one of `tp` cards holds (the heads are split over the cards). The convolution
-    /// keeps its inputs at `activation_bytes` per value.
-    pub fn state_bytes_per_sequence(&self, tp: u32, activation_bytes: f64) -> (f64, f64) {
+    /// keeps its inputs in 16 bits, the activations' format.
+    pub fn state_bytes_per_sequence(&self, tp: u32) -> (f64, f64) {
+        let activation_bytes = 2.0;
         let layers = f64::from(self.layers);
         let (kd, vd) = (f64::from(self.key_head_dim), f64::from(self.value_head_dim));
         let window = f64::from(self.conv_kernel.saturating_sub(1));
@@ -67,7 +65,7 @@ impl LinearAttention {
         let (kh, vh) = self.heads_per_card(tp);
         (
             of(f64::from(self.key_heads), f64::from(self.value_heads)),
-            of(kh, vh),
+            of(f64::from(kh), f64::from(vh)),
         )
     }
 
@@ -343,8 +341,8 @@ impl Model {
             .map(|tp| {
                 let (kh, vh) = linear.heads_per_card(tp);
                 crate::catalog::operators::linear_attention::variant(
-                    kh as u32,
-                    vh as u32,
+                    kh,
+                    vh,
                     linear.key_head_dim,
                     linear.value_head_dim,
                 )

@@ -336,8 +336,8 @@ impl OperatorStep {
             Some(shape) => {
                 let (kh, vh) = shape.heads_per_card(tp);
                 let variant = crate::catalog::operators::linear_attention::variant(
-                    kh as u32,
-                    vh as u32,
+                    kh,
+                    vh,
                     shape.key_head_dim,
                     shape.value_head_dim,
                 );
@@ -1606,11 +1606,20 @@ mod tests {
         (system, engine): (&str, &str),
         model: &str,
         parallel: Parallelism,
-        [dtype, expert_dtype, kv_dtype]: [Dtype; 3],
+        dtypes: [Dtype; 3],
     ) -> OperatorStep {
         let catalog = Catalog::shipped().unwrap();
         let tables = catalog.operators.get(system, engine).unwrap().clone();
-        let model = catalog.model(model).unwrap();
+        step_on(tables, catalog.model(model).unwrap(), parallel, dtypes).unwrap()
+    }
+
+    /// The same on `tables`, for a model of any shape; `Err` where the tables cannot time it.
+    fn step_on(
+        tables: Arc<OperatorTables>,
+        model: &Model,
+        parallel: Parallelism,
+        [dtype, expert_dtype, kv_dtype]: [Dtype; 3],
+    ) -> Result<OperatorStep, NoOperatorData> {
         OperatorStep::new(
             tables,
             model,
@@ -1620,7 +1629,6 @@ mod tests {
             kv_dtype,
             8000.0,
         )
-        .unwrap()
     }
 
     /// Qwen3.5-397B-A17B over four B200s under SGLang: 15 of its 60 layers attend over the
@@ -1639,19 +1647,9 @@ mod tests {
             linear_attention: None,
             ..qwen.clone()
         };
-        let step = |model: &Model| {
-            OperatorStep::new(
-                tables.clone(),
-                model,
-                &Parallelism::tensor(4),
-                Dtype::Fp8,
-                Dtype::Fp8,
-                Dtype::Bf16,
-                8000.0,
-            )
-            .unwrap()
-        };
-        let (hybrid, full) = (step(qwen), step(&all_full));
+        let dtypes = [Dtype::Fp8, Dtype::Fp8, Dtype::Bf16];
+        let step = |model: &Model| step_on(tables.clone(), model, Parallelism::tensor(4), dtypes);
+        let (hybrid, full) = (step(qwen).unwrap(), step(&all_full).unwrap());
         let Projections::Grouped { qkv_n, o_k } = hybrid.projections else {
             panic!("grouped-query projections expected");
         };
@@ -1702,15 +1700,7 @@ mod tests {
             .map(|line| format!("{line}\n"))
             .collect();
         let bare = OperatorTables::parse(&without, "test").unwrap();
-        let missing = OperatorStep::new(
-            Arc::new(bare),
-            qwen,
-            &Parallelism::tensor(4),
-            Dtype::Fp8,
-            Dtype::Fp8,
-            Dtype::Bf16,
-            8000.0,
-        );
+        let missing = step_on(Arc::new(bare), qwen, Parallelism::tensor(4), dtypes);
         assert!(missing.unwrap_err().0.contains("k4.v16.dk128.dv128"));
     }
 

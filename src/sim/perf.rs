@@ -297,9 +297,9 @@ impl PerfModel {
             },
             layers: f64::from(model.layers),
             attention_layers: f64::from(model.full_attention_layers()),
-            state_bytes_per_sequence_per_card: model.linear_attention.map_or(0.0, |linear| {
-                linear.state_bytes_per_sequence(tp, Dtype::Bf16.bytes()).1
-            }),
+            state_bytes_per_sequence_per_card: model
+                .linear_attention
+                .map_or(0.0, |linear| linear.state_bytes_per_sequence(tp).1),
             all_reduces_per_layer: model.all_reduces_per_layer(),
             hidden: f64::from(model.hidden_size),
             vocab: f64::from(model.vocab_size),
