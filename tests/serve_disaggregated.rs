@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use capplan::catalog::{memory_fit_layout, Catalog};
-use capplan::sim::disagg::kv_transfer_s;
+use capplan::catalog::Catalog;
+use capplan::sim::disagg::KvHandover;
 use capplan::sim::engine::EngineOptions;
 use capplan::sim::predict::{engine_for, Calibration, Layout};
 use capplan::sim::serve::backend::KvTransfer;
@@ -158,15 +158,14 @@ async fn prompts_on_prefill_workers_do_not_stall_the_decode_batch() {
     let threshold = (chunk_s + step_s) / 2.0;
 
     let (aggregated, whole) = longest_decode_pause(Engines::Aggregated(Box::new(engine()))).await;
-    let fit =
-        memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory).unwrap();
-    let fixed_s = kv_transfer_s(&layout, fit.kv_bytes_per_token_per_card, 0.0);
+    let handover = KvHandover::between(&layout, &layout).unwrap();
+    let fixed_s = handover.seconds(0.0);
     let disaggregated = Engines::Disaggregated {
         prefill: vec![engine()],
         decode: vec![engine()],
         transfer: KvTransfer {
             fixed_s,
-            per_token_s: kv_transfer_s(&layout, fit.kv_bytes_per_token_per_card, 1.0) - fixed_s,
+            per_token_s: handover.seconds(1.0) - fixed_s,
         },
     };
     let (split, all) = longest_decode_pause(disaggregated).await;

@@ -4,9 +4,9 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use capplan::catalog::Catalog;
 use capplan::catalog::PdSplit;
-use capplan::catalog::{memory_fit_layout, Catalog};
-use capplan::sim::disagg::kv_transfer_s;
+use capplan::sim::disagg::KvHandover;
 use capplan::sim::engine::{Engine, EngineOptions, SpeculativeStep};
 use capplan::sim::predict::{engine_for, Calibration, Layout};
 use capplan::sim::serve::backend::KvTransfer;
@@ -54,13 +54,11 @@ pub fn engines_for(
             if let Some(problem) = split.problem() {
                 return Err(capplan::InputError::value(problem).into());
             }
-            let fit =
-                memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)
-                    .map_err(|rejected| {
-                        capplan::InputError::value(format!("cannot serve: {rejected}"))
-                    })?;
-            let per_token = fit.kv_bytes_per_token_per_card;
-            let fixed_s = kv_transfer_s(layout, per_token, 0.0);
+            // Both kinds of worker run the layout asked for.
+            let handover = KvHandover::between(layout, layout).map_err(|rejected| {
+                capplan::InputError::value(format!("cannot serve: {rejected}"))
+            })?;
+            let fixed_s = handover.seconds(0.0);
             Engines::Disaggregated {
                 prefill: (0..split.prefill)
                     .map(|_| engine())
@@ -70,7 +68,7 @@ pub fn engines_for(
                     .collect::<Result<_, _>>()?,
                 transfer: KvTransfer {
                     fixed_s,
-                    per_token_s: kv_transfer_s(layout, per_token, 1.0) - fixed_s,
+                    per_token_s: handover.seconds(1.0) - fixed_s,
                 },
             }
         }

@@ -167,7 +167,7 @@ pub fn predict_disaggregated(
     let mut pools = Vec::new();
     let mut rejected = None;
     for prefill_layout in &prefill_layouts {
-        match prefill_pool(prefill_layout, calibration, request, decode_first_s) {
+        match prefill_pool(prefill_layout, layout, calibration, request, decode_first_s) {
             Ok(pool) => pools.push(pool),
             Err(why) => rejected = Some(why),
         }
@@ -237,21 +237,19 @@ struct PrefillPool {
 }
 
 /// Predicts prefill workers of `layout`: prompt-only requests within the TTFT limit less the
-/// transfer of their KV (each prefill card sends its share) and the `after_s` the decode
-/// worker takes to its first token.
+/// hand-over of their KV to a `decode` worker and the `after_s` the decode worker takes to
+/// its first token.
 fn prefill_pool(
     layout: &Layout,
+    decode: &Layout,
     calibration: &Calibration,
     request: &PredictRequest,
     after_s: f64,
 ) -> Result<PrefillPool, LayoutRejected> {
     let slo = request.slo;
-    let fit = memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
-    let transfer_s = kv_transfer_s(
-        layout,
-        fit.kv_bytes_per_token_per_card,
-        request.workload.input_tokens.mean(),
-    );
+    memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
+    let transfer_s =
+        KvHandover::between(layout, decode)?.seconds(request.workload.input_tokens.mean());
     if transfer_s + after_s >= slo.ttft_s {
         return Err(LayoutRejected {
             reason: format!(
@@ -346,23 +344,65 @@ fn operating_point(
         .map_or((0.0, 0.0), |level| (level.requests_per_s, latency(level)))
 }
 
-/// Moving the KV cache of a `prompt_tokens`-token prompt from a prefill worker to a decode
-/// worker: each card sends its share at the network's rate (workers sit on different nodes),
-/// or over the scale-up link where the node shape has no network figure.
-pub fn kv_transfer_s(layout: &Layout, kv_bytes_per_token_per_card: f64, prompt_tokens: f64) -> f64 {
-    let bytes = prompt_tokens * kv_bytes_per_token_per_card;
-    let per_s = match layout.scale_out_gbs {
-        Some(gbs) => gbs * 1e9,
-        None => layout.card.link_bandwidth_gbs * 1e9 / 2.0,
-    };
-    // A transfer is one RDMA write per layer block; its fixed cost is small beside the bytes.
-    bytes / (0.8 * per_s) + 50e-6
+/// What handing one prompt's KV cache from a prefill worker to a decode worker moves: the
+/// bytes each card of the decode worker's attention replica needs, and how many cards send
+/// and receive them. A sequence lives on one attention replica on each side (its `tp × pp`
+/// cards). Each receiving card needs its own share of the cache — all of it where the
+/// layout replicates the cache over the replica's cards: latent attention (MLA) keeps one
+/// compressed cache that every tensor-parallel card holds whole, as grouped-query attention
+/// does once the cards outnumber its KV heads — and, for a hybrid model, its share of the
+/// sequence's recurrent state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KvHandover {
+    /// KV bytes per prompt token one receiving card needs.
+    pub bytes_per_token_per_card: f64,
+    /// Fixed bytes per sequence one receiving card needs (a hybrid model's recurrent state).
+    pub state_bytes_per_card: f64,
+    /// Cards of the prefill worker's replica holding the prompt, sending.
+    pub sending_cards: u32,
+    /// Cards of the decode worker's replica receiving.
+    pub receiving_cards: u32,
+    /// Each card's network rate, bytes per second.
+    pub card_bytes_per_s: f64,
+}
+
+impl KvHandover {
+    /// The hand-over from a `prefill` worker to a `decode` worker, or why the decode layout
+    /// cannot hold the model. The network is the prefill node shape's (each card its share of
+    /// the scale-out network), or half the scale-up link where the node shape has no figure.
+    pub fn between(prefill: &Layout, decode: &Layout) -> Result<KvHandover, LayoutRejected> {
+        let fit = memory_fit_layout(decode.model, decode.card, &decode.parallel, &decode.memory)?;
+        let replica = |parallel: &Parallelism| (parallel.tp * parallel.pp).max(1);
+        Ok(KvHandover {
+            bytes_per_token_per_card: fit.kv_bytes_per_token_per_card,
+            state_bytes_per_card: fit.state_bytes_per_sequence_per_card,
+            sending_cards: replica(&prefill.parallel),
+            receiving_cards: replica(&decode.parallel),
+            card_bytes_per_s: match prefill.scale_out_gbs {
+                Some(gbs) => gbs * 1e9,
+                None => prefill.card.link_bandwidth_gbs * 1e9 / 2.0,
+            },
+        })
+    }
+
+    /// Seconds to move a `prompt_tokens`-token prompt's cache. The receiving cards take
+    /// their shares side by side, each at its card's rate; the sending cards push the sum of
+    /// those shares, together at theirs. A replica that sends from fewer cards than receive
+    /// (a prompt computed on one attention replica of one card, decoded over eight cards that
+    /// each hold the latent cache whole) sends each byte once per receiving card.
+    pub fn seconds(&self, prompt_tokens: f64) -> f64 {
+        let per_card = prompt_tokens * self.bytes_per_token_per_card + self.state_bytes_per_card;
+        let fan_out =
+            (f64::from(self.receiving_cards) / f64::from(self.sending_cards.max(1))).max(1.0);
+        // A transfer is one RDMA write per layer block; its fixed cost is small beside the bytes.
+        per_card * fan_out / (0.8 * self.card_bytes_per_s) + 50e-6
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
+    use crate::catalog::{Catalog, Dtype};
     use crate::slo::Percentile;
     use crate::workload::{ThinkTime, Workload};
 
@@ -424,6 +464,52 @@ mod tests {
     /// Prefill is compute-bound: on a dense TP4 layout, TP2 prefill workers take more prompts
     /// per card than TP4 ones (less of each step in all-reduces), so the deployment chosen
     /// uses them and holds more users per card than one of TP4 workers alone.
+    /// A hand-over moves what the decode replica's cards hold. DeepSeek-V3's latent cache
+    /// (61 layers × 576 FP8 values a token) is whole on each of a TP8 decode worker's cards:
+    /// from a prompt computed on one card (DP8 EP8 prefill) every byte leaves that card
+    /// eight times, from a TP8 prefill worker each card sends its copy once. Llama-3.1-70B's
+    /// grouped-query cache splits over its eight KV heads: a TP4 decode worker's cards each
+    /// take a quarter, which two TP2 prefill cards send, half the cache each.
+    #[test]
+    fn a_hand_over_moves_what_each_decode_card_holds() {
+        let catalog = Catalog::shipped().unwrap();
+        let on = |model: &str, card: &str, parallel: Parallelism, dtype: Option<Dtype>| {
+            let card = catalog.card(card).unwrap();
+            let mut layout = Layout::on_card(catalog.model(model).unwrap(), card, parallel.tp)
+                .with_parallel(parallel, catalog.largest_node_of(card));
+            layout.memory.dtype = dtype;
+            layout.memory.kv_dtype = dtype.map(|_| Dtype::Fp8);
+            layout
+        };
+        let deepseek = |parallel| on("deepseek-v3", "B200", parallel, Some(Dtype::Fp8));
+        let wide = Parallelism {
+            tp: 1,
+            pp: 1,
+            dp: 8,
+            ep: 8,
+        };
+        let tp8 = Parallelism::tensor(8);
+        let from_one = KvHandover::between(&deepseek(wide), &deepseek(tp8)).unwrap();
+        let from_eight = KvHandover::between(&deepseek(tp8), &deepseek(tp8)).unwrap();
+        assert_eq!(from_one.bytes_per_token_per_card, 61.0 * 576.0);
+        assert_eq!((from_one.sending_cards, from_one.receiving_cards), (1, 8));
+        // 8 192 tokens × 35 136 bytes, eight times over one card's 50 GB/s at 80 %.
+        let moved = |handover: &KvHandover| handover.seconds(8192.0) - handover.seconds(0.0);
+        let whole = 8192.0 * 61.0 * 576.0 / (0.8 * 50e9);
+        assert!((moved(&from_one) - 8.0 * whole).abs() < 1e-9);
+        assert!((moved(&from_eight) - whole).abs() < 1e-9);
+
+        let llama = |tp| on("llama-3.1-70b", "H100-SXM", Parallelism::tensor(tp), None);
+        let split = KvHandover::between(&llama(2), &llama(4)).unwrap();
+        let same = KvHandover::between(&llama(4), &llama(4)).unwrap();
+        // 80 layers × 8 KV heads × 128 × 2 (keys and values) × 2 bytes, a quarter a card.
+        assert_eq!(
+            split.bytes_per_token_per_card,
+            80.0 * 8.0 * 128.0 * 2.0 * 2.0 / 4.0
+        );
+        assert!((moved(&split) - 2.0 * moved(&same)).abs() < 1e-12);
+    }
+
     #[test]
     fn narrower_prefill_workers_take_more_prompts_per_card() {
         let catalog = Catalog::shipped().unwrap();
@@ -439,7 +525,7 @@ mod tests {
             "TP1 does not hold 70 B on 80 GB"
         );
         let per_card = |l: &Layout| {
-            let pool = prefill_pool(l, &calibration, &req, 0.0).unwrap();
+            let pool = prefill_pool(l, &layout, &calibration, &req, 0.0).unwrap();
             pool.rate / f64::from(l.parallel.cards())
         };
         assert!(per_card(&candidates[1]) > per_card(&candidates[0]));

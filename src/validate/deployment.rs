@@ -1,9 +1,8 @@
 //! A measured deployment as capplan predicts it: the layout, the engine profile, the workload
 //! and the load, simulated exactly as `predict` would.
 
-use crate::catalog::{
-    memory_fit_layout, Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism,
-};
+use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism};
+use crate::sim::disagg::KvHandover;
 use crate::sim::engine::EngineOptions;
 use crate::sim::predict::{
     engine_for, evaluate_arrivals, step_basis, Calibration, ClosedStart, Layout, LevelResult,
@@ -248,24 +247,16 @@ impl Deployment {
         })
     }
 
-    /// Moving one prompt's KV cache from a prefill worker to a decode worker over the node
+    /// Handing one prompt's KV cache from a prefill worker to a decode worker over the node
     /// shape's network, as `predict --pd` prices it.
     fn kv_transfer_s(&self, catalog: &Catalog, pools: Pools) -> Result<f64, String> {
-        let model = catalog.model(&self.model).map_err(|e| e.to_string())?;
-        let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
-        // KV bytes per token and card depend on the layout, not on the memory share.
-        let layout = self.layout(
-            catalog,
-            pools.prefill,
-            MemoryOptions::default().memory_utilization,
-        )?;
-        let fit = memory_fit_layout(model, card, &pools.prefill, &layout.memory)
-            .map_err(|rejected| rejected.reason)?;
-        Ok(crate::sim::disagg::kv_transfer_s(
-            &layout,
-            fit.kv_bytes_per_token_per_card,
-            self.input_tokens.mean(),
-        ))
+        // The bytes each card takes depend on the layout, not on the memory share.
+        let utilization = MemoryOptions::default().memory_utilization;
+        let prefill = self.layout(catalog, pools.prefill, utilization)?;
+        let decode = self.layout(catalog, self.parallel, utilization)?;
+        let handover =
+            KvHandover::between(&prefill, &decode).map_err(|rejected| rejected.reason)?;
+        Ok(handover.seconds(self.input_tokens.mean()))
     }
 
     /// The layout of one worker of `parallel` cards (memory at `memory_utilization`).
