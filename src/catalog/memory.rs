@@ -564,6 +564,7 @@ mod tests {
         let cases = [
             ("deepseek-r1", ("H200", 8), ("H100-SXM", 8)),
             ("deepseek-v3", ("B200", 8), ("H100-SXM", 8)),
+            ("deepseek-v3.1", ("B200", 8), ("H100-SXM", 8)),
             ("kimi-k2", ("H200", 8), ("H100-SXM", 8)),
             ("qwen3-235b-a22b", ("H100-SXM", 8), ("H100-SXM", 4)),
             ("qwen3-30b-a3b", ("H100-SXM", 1), ("L40S", 1)),
