@@ -30,8 +30,16 @@ use anyhow::{anyhow, Context};
 use polars::prelude::{DataFrame, DataType, ParquetReader, SerReader};
 
 /// Systems reduced by default: those the catalog's cards name (`operators = "…"`).
-pub const DEFAULT_SYSTEMS: [&str; 8] = [
-    "a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "l40s",
+pub const DEFAULT_SYSTEMS: [&str; 9] = [
+    "a100_sxm",
+    "h100_sxm",
+    "h200_sxm",
+    "b200_sxm",
+    "b300_sxm",
+    "gb200",
+    "gb300",
+    "l40s",
+    "rtx_pro_6000_server",
 ];
 const ENGINES: [&str; 3] = ["vllm", "sglang", "trtllm"];
 /// The routing skew MoE layers are kept at: AIConfigurator's power-law family at its mildest

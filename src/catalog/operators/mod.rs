@@ -20,7 +20,7 @@ pub use tables::{MoePhase, OperatorTables};
 use crate::error::InputError;
 
 /// The shipped tables: (file, text).
-const SHIPPED: [(&str, &str); 24] = [
+const SHIPPED: [(&str, &str); 27] = [
     (
         "a100_sxm/vllm.csv",
         include_str!("../../../hardware/operators/a100_sxm/vllm.csv"),
@@ -116,6 +116,18 @@ const SHIPPED: [(&str, &str); 24] = [
     (
         "l40s/trtllm.csv",
         include_str!("../../../hardware/operators/l40s/trtllm.csv"),
+    ),
+    (
+        "rtx_pro_6000_server/vllm.csv",
+        include_str!("../../../hardware/operators/rtx_pro_6000_server/vllm.csv"),
+    ),
+    (
+        "rtx_pro_6000_server/sglang.csv",
+        include_str!("../../../hardware/operators/rtx_pro_6000_server/sglang.csv"),
+    ),
+    (
+        "rtx_pro_6000_server/trtllm.csv",
+        include_str!("../../../hardware/operators/rtx_pro_6000_server/trtllm.csv"),
     ),
 ];
 
