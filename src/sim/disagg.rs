@@ -247,6 +247,7 @@ fn prefill_pool(
     after_s: f64,
 ) -> Result<PrefillPool, LayoutRejected> {
     let slo = request.slo;
+    // A prefill layout that cannot hold the model is refused as such, before its hand-over.
     memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
     let transfer_s =
         KvHandover::between(layout, decode)?.seconds(request.workload.input_tokens.mean());

@@ -1230,19 +1230,9 @@ mod tests {
     fn only_the_l40s_all_reduce_crosses_a_slower_path_past_a_pair() {
         let catalog = Catalog::shipped().unwrap();
         let mut seen = 0;
-        // The RTX PRO 6000 server's PCIe switches keep 0.63-0.79 of the pair's bus bandwidth
-        // at 4 and 8 GPUs: no slower path either.
-        for system in [
-            "a100_sxm",
-            "h100_sxm",
-            "h200_sxm",
-            "b200_sxm",
-            "b300_sxm",
-            "gb200",
-            "gb300",
-            "l40s",
-            "rtx_pro_6000_server",
-        ] {
+        // Every system the tables are rebuilt from. The RTX PRO 6000 server's PCIe switches
+        // keep 0.63-0.79 of the pair's bus bandwidth at 4 and 8 GPUs: no slower path either.
+        for system in crate::catalog::operators::convert::DEFAULT_SYSTEMS {
             for engine in ["vllm", "sglang", "trtllm"] {
                 let Some(tables) = catalog.operators.get(system, engine) else {
                     continue;
