@@ -89,7 +89,7 @@ impl Catalog {
             location: "hardware/bands.toml (built in)".into(),
             text: SHIPPED_BANDS,
         })?;
-        catalog.operators = Arc::new(OperatorLibrary::shipped()?);
+        catalog.operators = Arc::new(OperatorLibrary::shipped());
         Ok(catalog)
     }
 
@@ -380,6 +380,23 @@ fn check_model(model: &Model, source: &Source) -> Result<(), InputError> {
             ),
         ));
     }
+    // DeepSeek sparse attention selects positions of a latent cache; its tables and its
+    // indexer keys are those of latent-attention models.
+    if let Some(sparse) = model.sparse_attention {
+        let problem = if model.kv_lora_rank.is_none() {
+            Some("needs latent attention (kv_lora_rank)".to_string())
+        } else if sparse.index_heads == 0 || sparse.index_head_dim == 0 || sparse.topk == 0 {
+            Some("index_heads, index_head_dim and topk must be positive".to_string())
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(InputError::file(
+                entry_location(source, &model.name),
+                format!("'{}': sparse_attention {problem}", model.name),
+            ));
+        }
+    }
     check_dtype(model, source)
 }
 
@@ -540,5 +557,35 @@ mod tests {
         };
         let err = parse_toml::<ModelsFile>(&source).unwrap_err().to_string();
         assert!(err.contains("m.toml:3") && err.contains("parms_b"), "{err}");
+    }
+
+    /// Sparse attention selects positions of a latent cache: a grouped-query model that
+    /// declares it is refused, naming the model and what it lacks.
+    #[test]
+    fn sparse_attention_needs_a_latent_cache() {
+        let shipped = Catalog::shipped().unwrap();
+        let glm = shipped.model("glm-5").unwrap();
+        assert!(check_model(
+            glm,
+            &Source {
+                location: "m.toml".into(),
+                text: ""
+            }
+        )
+        .is_ok());
+        let grouped = Model {
+            name: "grouped".into(),
+            kv_lora_rank: None,
+            ..glm.clone()
+        };
+        let source = Source {
+            location: "m.toml".into(),
+            text: "[[model]]\nname = \"grouped\"\n",
+        };
+        let err = check_model(&grouped, &source).unwrap_err().to_string();
+        assert!(
+            err.contains("grouped") && err.contains("kv_lora_rank"),
+            "{err}"
+        );
     }
 }

@@ -359,6 +359,7 @@ mod tests {
             sliding_window: None,
             sliding_layers: None,
             linear_attention: None,
+            sparse_attention: None,
             attention_output_gate: None,
             mtp_modules: None,
             mtp_params_b: None,
@@ -565,6 +566,8 @@ mod tests {
             ("deepseek-r1", ("H200", 8), ("H100-SXM", 8)),
             ("deepseek-v3", ("B200", 8), ("H100-SXM", 8)),
             ("deepseek-v3.1", ("B200", 8), ("H100-SXM", 8)),
+            ("deepseek-v3.2", ("H200", 8), ("H100-SXM", 8)),
+            ("glm-5", ("B200", 8), ("H100-SXM", 8)),
             ("kimi-k2", ("H200", 8), ("H100-SXM", 8)),
             ("qwen3-235b-a22b", ("H100-SXM", 8), ("H100-SXM", 4)),
             ("qwen3-30b-a3b", ("H100-SXM", 1), ("L40S", 1)),
@@ -591,6 +594,12 @@ mod tests {
         assert_eq!(r1.kv_bytes_per_token, 61.0 * 576.0 * 2.0);
         assert_eq!(r1.kv_bytes_per_token_per_card, r1.kv_bytes_per_token);
         assert!((r1.weights_gb - 671.0).abs() < 1.0, "{}", r1.weights_gb);
+        // GLM-5's sparse attention keeps its indexer's keys beside the latent: 78 layers of
+        // 576 latent values and a 128-wide FP8 key with one FP32 scale (SGLang's and vLLM's
+        // layout), whatever the latent's format.
+        let glm = fit("glm-5", "B200", 8).unwrap();
+        assert_eq!(glm.kv_bytes_per_token, 78.0 * (576.0 * 2.0 + 132.0));
+        assert!((glm.weights_gb - 744.0).abs() < 1.0, "{}", glm.weights_gb);
         // gpt-oss-120b: BF16 except its MXFP4 experts — about 65 GB on disk (counted here at
         // NVFP4's 4.5 bits, a few GB over); half its layers keep a 128-token window.
         let oss = fit("gpt-oss-120b", "H100-SXM", 1).unwrap();

@@ -78,6 +78,37 @@ impl LinearAttention {
     }
 }
 
+/// DeepSeek sparse attention (DeepSeek-V3.2, GLM-5: the `index_*` fields of `config.json`):
+/// latent attention whose queries each attend only the `topk` cached positions a small
+/// "lightning indexer" scores highest. The indexer has heads of its own that score every
+/// cached position from a key cache of its own (one `head_dim`-wide FP8 key per token and
+/// layer, with an FP32 scale per 128 values, beside the latent cache: SGLang's and vLLM's
+/// layout). So past `topk` tokens the attention's cost stops growing with the context; the
+/// indexer's still grows, far more slowly.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SparseAttention {
+    /// `index_n_heads`, `index_head_dim`, `index_topk`.
+    pub index_heads: u32,
+    pub index_head_dim: u32,
+    pub topk: u32,
+}
+
+impl SparseAttention {
+    /// One token's indexer key in one layer, bytes: FP8 values and an FP32 scale per 128.
+    pub fn key_bytes_per_token_layer(&self) -> f64 {
+        let dim = f64::from(self.index_head_dim);
+        dim + (dim / 128.0).ceil() * 4.0
+    }
+
+    /// One layer's indexer weights: its query projection from the query rank (`q_rank`), its
+    /// key projection and per-head weights from the hidden state.
+    fn layer_params(&self, hidden: f64, q_rank: f64) -> f64 {
+        let (heads, dim) = (f64::from(self.index_heads), f64::from(self.index_head_dim));
+        q_rank * heads * dim + hidden * dim + hidden * heads
+    }
+}
+
 /// One model's architecture, from its published `config.json` (named in `source`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,6 +195,10 @@ pub struct Model {
     /// [`LinearAttention`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linear_attention: Option<LinearAttention>,
+    /// DeepSeek sparse attention over the latent cache (DeepSeek-V3.2, GLM-5). See
+    /// [`SparseAttention`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_attention: Option<SparseAttention>,
     /// Full-attention layers gate their output by a projection as wide as the queries
     /// (Qwen3.5's and Qwen3-Next's `attn_output_gate`): the query projection is twice as wide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -312,7 +347,12 @@ impl Model {
             _ => 1.0,
         };
         if let Some(rank) = self.kv_lora_rank {
-            let per_layer = f64::from(rank + self.qk_rope_head_dim.unwrap_or(0)) * kv_bytes;
+            // A sparse-attention model's indexer keeps its own keys beside the latent, in FP8
+            // whatever the latent's format, on every card as the latent is.
+            let per_layer = f64::from(rank + self.qk_rope_head_dim.unwrap_or(0)) * kv_bytes
+                + self
+                    .sparse_attention
+                    .map_or(0.0, |sparse| sparse.key_bytes_per_token_layer());
             let all = layers * per_layer * window_share;
             return (all, all);
         }
@@ -426,6 +466,13 @@ impl Model {
                     + 2.0 * hidden * f64::from(self.kv_heads) * head_dim
             }
         };
+        let indexer = match (self.sparse_attention, self.latent()) {
+            (Some(sparse), Some(latent)) => {
+                sparse.layer_params(hidden, latent.q_rank.unwrap_or(hidden))
+            }
+            _ => 0.0,
+        };
+        let attention = attention + indexer;
         let full_layers = f64::from(self.full_attention_layers());
         let linear = self.linear_attention.map_or(0.0, |linear| {
             f64::from(linear.layers) * linear.layer_params(hidden)

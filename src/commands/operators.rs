@@ -28,8 +28,18 @@ pub fn run(from: &Path, out: &Path, catalog: &capplan::catalog::Catalog) -> anyh
             .iter()
             .flat_map(|m| m.linear_attention_variants())
             .collect(),
+        sparse_attention: catalog
+            .models
+            .iter()
+            .filter(|m| m.sparse_attention.is_some())
+            .map(|m| capplan::catalog::operators::sparse_attention::shape(m.hidden_size))
+            .collect(),
     };
-    for list in [&mut shapes.moe, &mut shapes.linear_attention] {
+    for list in [
+        &mut shapes.moe,
+        &mut shapes.linear_attention,
+        &mut shapes.sparse_attention,
+    ] {
         list.sort();
         list.dedup();
     }

@@ -92,6 +92,10 @@ pub struct OperatorStep {
     /// Latent attention timed from its own measured tables (`context_mla`,
     /// `generation_mla`) rather than the grouped-query ones at a scaled head size.
     latent_tables: bool,
+    /// Sparse attention (DeepSeek-V3.2, GLM-5) timed whole — projections, indexer and
+    /// attention — from the `dsa_*` tables' variant (`fp8_block.kv_fp8.h6144`), when they
+    /// hold the model's shape; the latent projections are then not timed apart.
+    sparse_variant: Option<String>,
     /// Sliding-window attention (gpt-oss): the window in tokens and the share of layers
     /// that use it.
     sliding: Option<(f64, f64)>,
@@ -288,6 +292,9 @@ impl OperatorStep {
             Some((context, generation))
         });
         let latent_tables = latent_kv.is_some();
+        let sparse_variant = model
+            .sparse_attention
+            .and_then(|_| sparse_variant(&tables, model, dtype));
         let (context_kv, generation_kv) = match latent_kv {
             Some((context, generation)) => (Some(context), Some(generation)),
             None => (context_kv, generation_kv),
@@ -388,6 +395,7 @@ impl OperatorStep {
             expert_gemm,
             sliding,
             latent_tables,
+            sparse_variant,
             moe_table,
             moe_a2a,
             layers: f64::from(model.layers),
@@ -553,23 +561,11 @@ impl OperatorStep {
         } else if let Some(&known) = self.memo.borrow().uneven_layer.get(&uneven_key) {
             return known;
         }
-        let full = match self.projections {
-            Projections::Grouped { qkv_n, o_k } => {
-                self.gemm_us(local, qkv_n, self.hidden) + self.gemm_us(local, self.hidden, o_k)
-            }
-            Projections::Latent {
-                down_n,
-                q_up_n,
-                q_rank,
-                kv_up_n,
-                kv_rank,
-                o_k,
-            } => {
-                self.gemm_us(local, down_n, self.hidden)
-                    + self.gemm_us(local, q_up_n, q_rank)
-                    + self.gemm_us(local, kv_up_n, kv_rank)
-                    + self.gemm_us(local, self.hidden, o_k)
-            }
+        // Timed inside the sparse-attention module where it is.
+        let full = if self.sparse_variant.is_some() {
+            0.0
+        } else {
+            self.projections_us(local)
         };
         // An average layer's attention projections: a hybrid model's layers in their shares.
         let mut gemm = self.full_share * full
@@ -610,6 +606,28 @@ impl OperatorStep {
             memo.uneven_layer.insert(uneven_key, (gemm, communication));
         }
         (gemm, communication)
+    }
+
+    /// One full-attention layer's projection GEMMs for `local` tokens on one card, µs.
+    fn projections_us(&self, local: f64) -> f64 {
+        match self.projections {
+            Projections::Grouped { qkv_n, o_k } => {
+                self.gemm_us(local, qkv_n, self.hidden) + self.gemm_us(local, self.hidden, o_k)
+            }
+            Projections::Latent {
+                down_n,
+                q_up_n,
+                q_rank,
+                kv_up_n,
+                kv_rank,
+                o_k,
+            } => {
+                self.gemm_us(local, down_n, self.hidden)
+                    + self.gemm_us(local, q_up_n, q_rank)
+                    + self.gemm_us(local, kv_up_n, kv_rank)
+                    + self.gemm_us(local, self.hidden, o_k)
+            }
+        }
     }
 
     /// Tokens one attention replica processes out of the instance's `m`, shared evenly.
@@ -794,7 +812,11 @@ impl OperatorStep {
             let mean = work.prefill_tokens / work.prefill_chunks;
             let full = (work.prefill_tokens + work.prefill_cached) / work.prefill_chunks;
             let at = |isl: f64| {
-                if self.latent_tables {
+                if let Some(variant) = &self.sparse_variant {
+                    self.tables
+                        .dsa_context_us(variant, self.heads_per_card, chunks, isl)
+                        .map(|us| us / self.head_scale)
+                } else if self.latent_tables {
                     self.tables
                         .context_mla_us(self.context_kv, self.heads_per_card, chunks, isl)
                         .map(|us| us / self.head_scale)
@@ -842,7 +864,11 @@ impl OperatorStep {
                     .map(|us| us / self.head_scale)
             };
             let decode = |mean_len: f64| {
-                if self.latent_tables {
+                if let Some(variant) = &self.sparse_variant {
+                    self.tables
+                        .dsa_generation_us(variant, self.heads_per_card, sequences, mean_len)
+                        .map(|us| us / self.head_scale)
+                } else if self.latent_tables {
                     let wanted = latent(self.generation_kv, mean_len);
                     let bf16 = (self.generation_kv != "kv_bf16")
                         .then(|| latent("kv_bf16", mean_len))
@@ -963,6 +989,28 @@ struct MoeCurve {
     shape: String,
     tp: u32,
     ep: u32,
+}
+
+/// The `dsa_*` tables' variant that times `model`'s sparse-attention layers with weights in
+/// `dtype`, when the tables hold its shape: FP8 projections for an FP8 deployment, 16-bit ones
+/// for a 16-bit or FP4 one (NVIDIA's NVFP4 checkpoints keep attention in BF16), whichever
+/// was collected otherwise; an FP8 cache where collected, else the 16-bit one (see
+/// `sparse_attention::KV_FORMATS`).
+fn sparse_variant(tables: &OperatorTables, model: &Model, dtype: Dtype) -> Option<String> {
+    use crate::catalog::operators::sparse_attention::{shape, variant};
+    let shape = shape(model.hidden_size);
+    let formats: [&str; 2] = match dtype {
+        Dtype::Fp8 | Dtype::Int8 => ["fp8_block", "bf16"],
+        _ => ["bf16", "fp8_block"],
+    };
+    formats.into_iter().find_map(|gemm| {
+        ["kv_fp8", "kv_bf16"].into_iter().find_map(|kv| {
+            let name = variant(gemm, kv, &shape);
+            (tables.dsa_context_us(&name, 8.0, 1.0, 1024.0).is_some()
+                && tables.dsa_generation_us(&name, 8.0, 1.0, 1024.0).is_some())
+            .then_some(name)
+        })
+    })
 }
 
 /// The fused-MoE curve that times `parallel`'s expert layers in `expert_dtype`, if measured
@@ -1645,6 +1693,7 @@ mod tests {
         let qwen = catalog.model("qwen3.5-397b-a17b").unwrap();
         let all_full = Model {
             linear_attention: None,
+            sparse_attention: None,
             ..qwen.clone()
         };
         let dtypes = [Dtype::Fp8, Dtype::Fp8, Dtype::Bf16];
@@ -1702,6 +1751,67 @@ mod tests {
         let bare = OperatorTables::parse(&without, "test").unwrap();
         let missing = step_on(Arc::new(bare), qwen, Parallelism::tensor(4), dtypes);
         assert!(missing.unwrap_err().0.contains("k4.v16.dk128.dv128"));
+    }
+
+    #[test]
+    fn sparse_attention_is_timed_whole_and_stops_following_the_context() {
+        // DeepSeek-V3.2 is DeepSeek-V3 with sparse attention. On eight B200s under SGLang its
+        // attention block comes whole from the module table — no latent projections timed
+        // apart — and a decode step over 64 K cached tokens costs a fraction more than over
+        // 4 K, where dense latent attention reads sixteen times the cache.
+        let dtypes = [Dtype::Fp8, Dtype::Fp8, Dtype::Fp8];
+        let step = |model: &str| {
+            shipped_step(
+                ("b200_sxm", "sglang"),
+                model,
+                Parallelism::tensor(8),
+                dtypes,
+            )
+        };
+        let (sparse, dense) = (step("deepseek-v3.2"), step("deepseek-v3"));
+        assert_eq!(
+            sparse.sparse_variant.as_deref(),
+            Some("fp8_block.kv_fp8.h7168")
+        );
+        assert!(dense.sparse_variant.is_none());
+        let tables = sparse.tables.clone();
+        let at = |step: &OperatorStep, context: f64| step.time(&decode(32.0, context), Some(32.0));
+        let module_us = tables
+            .dsa_generation_us("fp8_block.kv_fp8.h7168", 16.0, 32.0, 4097.0)
+            .unwrap();
+        let short = at(&sparse, 4096.0);
+        assert!(
+            (short.attention / (61.0 * module_us * 1e-6) - 1.0).abs() < 1e-9,
+            "{} s vs {module_us} µs a layer",
+            short.attention
+        );
+        // The same weights otherwise: only the latent projections leave the GEMM time.
+        let projections_us = dense.projections_us(32.0);
+        let dense_short = at(&dense, 4096.0);
+        assert!(
+            ((dense_short.gemm - short.gemm) - 61.0 * projections_us * 1e-6).abs() < 1e-9,
+            "{} vs {}",
+            dense_short.gemm - short.gemm,
+            61.0 * projections_us * 1e-6
+        );
+        let growth = |step: &OperatorStep| at(step, 65536.0).attention / at(step, 4096.0).attention;
+        assert!(growth(&sparse) < 1.6, "{}", growth(&sparse));
+        assert!(growth(&dense) > 3.0, "{}", growth(&dense));
+        // Tables without the model's shape time it as dense latent attention.
+        let text = std::fs::read_to_string("hardware/operators/b200_sxm/sglang.csv").unwrap();
+        let without: String = text
+            .lines()
+            .filter(|line| !line.contains("h7168") || !line.starts_with("dsa_"))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let bare = OperatorTables::parse(&without, "test").unwrap();
+        let model = Catalog::shipped()
+            .unwrap()
+            .model("deepseek-v3.2")
+            .unwrap()
+            .clone();
+        let fallback = step_on(Arc::new(bare), &model, Parallelism::tensor(8), dtypes).unwrap();
+        assert!(fallback.sparse_variant.is_none() && fallback.latent_tables);
     }
 
     #[test]

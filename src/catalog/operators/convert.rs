@@ -110,12 +110,13 @@ pub fn convert_aiconfigurator(
 }
 
 /// The catalog's model shapes the reduction keeps layers for: fused-MoE shapes
-/// (`h7168.i2048.k8.e256`) and linear-attention heads per card
-/// (`linear_attention::variant`).
+/// (`h7168.i2048.k8.e256`), linear-attention heads per card (`linear_attention::variant`)
+/// and sparse-attention architectures (`sparse_attention::shape`).
 #[derive(Debug, Clone, Default)]
 pub struct ModelShapes {
     pub moe: Vec<String>,
     pub linear_attention: Vec<String>,
+    pub sparse_attention: Vec<String>,
 }
 
 struct Converted {
@@ -219,7 +220,7 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Fills the missing (NaN) entries of `row` — log values along one axis — by linear
 /// extrapolation from their neighbours (non-decreasing past the end). Returns how many.
-fn fill(row: &mut [f64]) -> usize {
+pub(super) fn fill(row: &mut [f64]) -> usize {
     let known: Vec<usize> = (0..row.len()).filter(|&i| row[i].is_finite()).collect();
     if known.is_empty() || known.len() == row.len() {
         return 0;
@@ -798,6 +799,11 @@ fn convert_one(
         super::linear_attention::reduce(dir, engine, &gemm_version, &shapes.linear_attention)?;
     axes.push_str(&linear.axes);
     data.push_str(&linear.data);
+    let sparse =
+        super::sparse_attention::reduce(dir, engine, &gemm_version, &shapes.sparse_attention)?;
+    filled += sparse.filled;
+    axes.push_str(&sparse.axes);
+    data.push_str(&sparse.data);
 
     // Latent attention.
     let mla_dir = dir.join("mla").join(engine);
@@ -933,6 +939,10 @@ fn convert_one(
     if let Some(v) = &linear.version {
         body.push_str(&format!("meta,version.gdn,{v}\n"));
         versions.push(format!("gdn {v}"));
+    }
+    if let Some(v) = &sparse.version {
+        body.push_str(&format!("meta,version.dsa,{v}\n"));
+        versions.push(format!("dsa {v}"));
     }
     body.push_str(&axes);
     body.push_str(&data);

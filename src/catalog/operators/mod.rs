@@ -8,11 +8,13 @@
 pub mod convert;
 pub mod grid;
 pub mod linear_attention;
+pub mod sparse_attention;
 pub mod tables;
 mod wide_ep;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 pub use convert::{convert_aiconfigurator, ConvertSummary, ModelShapes};
 pub use tables::{MoePhase, OperatorTables};
@@ -132,26 +134,45 @@ const SHIPPED: [(&str, &str); 27] = [
 ];
 
 /// Every system × engine's tables.
+///
+/// The shipped tables are parsed when a prediction first asks for them, not when the catalog
+/// loads: 3.8 MB of text take tens of milliseconds to read, which a `solve` from capacity
+/// points or a prediction on one card would pay for all 27. Tables from a `--hardware` folder
+/// are parsed at once, so a malformed one is reported before anything runs.
 #[derive(Debug, Clone, Default)]
 pub struct OperatorLibrary {
+    sets: BTreeMap<(String, String), Entry>,
+}
+
+/// One system × engine: parsed, or shipped text waiting to be.
+#[derive(Debug, Clone)]
+struct Entry {
+    /// The built-in file (`h100_sxm/vllm.csv`) and its text, when shipped.
+    shipped: Option<(&'static str, &'static str)>,
     /// Shared: every prediction's step model holds its card's tables (a few hundred KB).
-    sets: BTreeMap<(String, String), std::sync::Arc<OperatorTables>>,
+    parsed: OnceLock<Option<Arc<OperatorTables>>>,
 }
 
 impl OperatorLibrary {
-    /// The tables compiled into the binary.
-    pub fn shipped() -> Result<OperatorLibrary, InputError> {
+    /// The tables compiled into the binary, by the system and engine their file names.
+    pub fn shipped() -> OperatorLibrary {
         let mut library = OperatorLibrary::default();
         for (file, text) in SHIPPED {
-            let origin = format!("hardware/operators/{file} (built in)");
-            library.insert(OperatorTables::parse(text, &origin)?);
+            let (system, engine) = shipped_key(file);
+            library.sets.insert(
+                (system.to_string(), engine.to_string()),
+                Entry {
+                    shipped: Some((file, text)),
+                    parsed: OnceLock::new(),
+                },
+            );
         }
-        Ok(library)
+        library
     }
 
     /// The shipped tables, with `<dir>/operators/<system>/<engine>.csv` replacing or adding.
     pub fn load(hardware_dir: Option<&Path>) -> Result<OperatorLibrary, InputError> {
-        let mut library = OperatorLibrary::shipped()?;
+        let mut library = OperatorLibrary::shipped();
         let Some(dir) = hardware_dir else {
             return Ok(library);
         };
@@ -176,21 +197,30 @@ impl OperatorLibrary {
             let origin = path.display().to_string();
             let text = std::fs::read_to_string(&path)
                 .map_err(|err| InputError::file(&origin, format!("cannot read: {err}")))?;
-            library.insert(OperatorTables::parse(&text, &origin)?);
+            let tables = OperatorTables::parse(&text, &origin)?;
+            library.sets.insert(
+                (tables.system.clone(), tables.engine.clone()),
+                Entry {
+                    shipped: None,
+                    parsed: OnceLock::from(Some(Arc::new(tables))),
+                },
+            );
         }
         Ok(library)
     }
 
-    fn insert(&mut self, tables: OperatorTables) {
-        self.sets.insert(
-            (tables.system.clone(), tables.engine.clone()),
-            std::sync::Arc::new(tables),
-        );
-    }
-
     /// The tables of `system` (as a card's `operators` names it) under `engine`.
-    pub fn get(&self, system: &str, engine: &str) -> Option<&std::sync::Arc<OperatorTables>> {
-        self.sets.get(&(system.to_string(), engine.to_string()))
+    pub fn get(&self, system: &str, engine: &str) -> Option<&Arc<OperatorTables>> {
+        let entry = self.sets.get(&(system.to_string(), engine.to_string()))?;
+        entry
+            .parsed
+            .get_or_init(|| {
+                // Built-in text; `the_shipped_tables_load_and_answer` parses every file.
+                let (file, text) = entry.shipped?;
+                let origin = format!("hardware/operators/{file} (built in)");
+                OperatorTables::parse(text, &origin).ok().map(Arc::new)
+            })
+            .as_ref()
     }
 
     /// Every (system, engine) with tables.
@@ -202,14 +232,29 @@ impl OperatorLibrary {
     }
 }
 
+/// The system and engine a shipped file's path names (`h100_sxm/vllm.csv`).
+fn shipped_key(file: &'static str) -> (&'static str, &'static str) {
+    let (system, name) = file.split_once('/').unwrap_or(("", file));
+    (system, name.trim_end_matches(".csv"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_shipped_tables_load_and_answer() {
-        let library = OperatorLibrary::shipped().unwrap();
+        let library = OperatorLibrary::shipped();
         assert_eq!(library.systems().len(), SHIPPED.len());
+        // Every built-in file parses, and names the system and engine its path does.
+        for (file, text) in SHIPPED {
+            let parsed = OperatorTables::parse(text, file).unwrap();
+            assert_eq!(
+                (parsed.system.as_str(), parsed.engine.as_str()),
+                shipped_key(file),
+                "{file}"
+            );
+        }
         let h100 = library.get("h100_sxm", "vllm").unwrap();
         assert!(h100.device.contains("H100"));
         for dtype in ["bf16", "fp8"] {

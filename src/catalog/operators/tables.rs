@@ -21,7 +21,12 @@
 //! generation_mla,kv_fp8,<heads per card>,<sequences>,<µs along kv_len>
 //! gdn_context,k4.v16.dk128.dv128,,,<µs along tokens>   # linear attention's own kernels
 //! gdn_generation,k4.v16.dk128.dv128,,,<µs along batch>  #   (Gated DeltaNet), per layer
+//! dsa_context,fp8_block.kv_fp8.h6144,<heads per card>,<sequences>,<µs along isl>  # a sparse-
+//! dsa_generation,fp8_block.kv_fp8.h6144,<heads per card>,<sequences>,<µs along kv_len>
 //! ```
+//!
+//! The `dsa_*` tables time a sparse-attention layer's whole attention block (projections,
+//! indexer, attention) per model shape, projection format and KV format.
 //!
 //! A `moe` variant names the expert format and the model's shape (hidden size, expert width,
 //! experts per token, experts); its lines are the expert-parallel layouts measured, each a
@@ -47,7 +52,7 @@ const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
 const SLOWER_PATH_SHARE: f64 = 0.5;
 
 /// The tables this reader knows and their axes, in order.
-const TABLES: [(&str, &[&str]); 12] = [
+const TABLES: [(&str, &[&str]); 14] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
     ("generation_attention", &["batch_kv_heads", "kv_len"]),
@@ -60,6 +65,8 @@ const TABLES: [(&str, &[&str]); 12] = [
     ("generation_mla", &["heads", "batch", "kv_len"]),
     ("gdn_context", &["tokens"]),
     ("gdn_generation", &["batch"]),
+    ("dsa_context", &["heads", "batch", "isl"]),
+    ("dsa_generation", &["heads", "batch", "kv_len"]),
 ];
 
 /// One system × engine.
@@ -95,6 +102,10 @@ pub struct OperatorTables {
     /// sequences.
     gdn_context: BTreeMap<String, Grid>,
     gdn_generation: BTreeMap<String, Grid>,
+    /// A sparse-attention layer's whole attention block by `<gemm>.<kv>.<shape>`, over heads
+    /// per card, sequences and length (`sparse_attention::variant`).
+    dsa_context: BTreeMap<String, Grid>,
+    dsa_generation: BTreeMap<String, Grid>,
 }
 
 /// Which iterations an all-to-all MoE curve times: the engines run a step with prompt
@@ -320,6 +331,8 @@ impl OperatorTables {
                 "generation_mla" => tables.generation_mla.insert(variant, grid),
                 "gdn_context" => tables.gdn_context.insert(variant, grid),
                 "gdn_generation" => tables.gdn_generation.insert(variant, grid),
+                "dsa_context" => tables.dsa_context.insert(variant, grid),
+                "dsa_generation" => tables.dsa_generation.insert(variant, grid),
                 _ => tables.generation_attention.insert(variant, grid),
             };
         }
@@ -501,6 +514,28 @@ impl OperatorTables {
         self.gdn_generation
             .get(variant)
             .map(|grid| grid.at_monotone(&[sequences]))
+    }
+
+    /// A sparse-attention layer's attention block over a prompt step: `batch` prompts of
+    /// `isl` tokens, `heads` query heads on this card, in variant `variant`
+    /// (`fp8_block.kv_fp8.h6144`), µs.
+    pub fn dsa_context_us(&self, variant: &str, heads: f64, batch: f64, isl: f64) -> Option<f64> {
+        self.dsa_context
+            .get(variant)
+            .map(|grid| grid.at_monotone(&[heads, batch, isl]))
+    }
+
+    /// The same block in a decode step: `batch` sequences over `kv_len` cached positions, µs.
+    pub fn dsa_generation_us(
+        &self,
+        variant: &str,
+        heads: f64,
+        batch: f64,
+        kv_len: f64,
+    ) -> Option<f64> {
+        self.dsa_generation
+            .get(variant)
+            .map(|grid| grid.at_monotone(&[heads, batch, kv_len]))
     }
 
     /// The fewest GPUs whose measured all-reduce crosses a slower path than two GPUs do: its
