@@ -28,17 +28,22 @@ pub fn run(from: &Path, out: &Path, catalog: &capplan::catalog::Catalog) -> anyh
             .iter()
             .flat_map(|m| m.linear_attention_variants())
             .collect(),
-        sparse_attention: catalog
-            .models
-            .iter()
-            .filter(|m| m.sparse_attention.is_some())
-            .map(|m| capplan::catalog::operators::sparse_attention::shape(m.hidden_size))
-            .collect(),
+        sparse_attention: Vec::new(),
+        latent_attention: Vec::new(),
     };
+    use capplan::catalog::operators::attention_module::{shape_of, SPARSE};
+    for (family, shape) in catalog.models.iter().filter_map(shape_of) {
+        if family == SPARSE {
+            shapes.sparse_attention.push(shape);
+        } else {
+            shapes.latent_attention.push(shape);
+        }
+    }
     for list in [
         &mut shapes.moe,
         &mut shapes.linear_attention,
         &mut shapes.sparse_attention,
+        &mut shapes.latent_attention,
     ] {
         list.sort();
         list.dedup();

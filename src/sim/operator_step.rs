@@ -92,10 +92,10 @@ pub struct OperatorStep {
     /// Latent attention timed from its own measured tables (`context_mla`,
     /// `generation_mla`) rather than the grouped-query ones at a scaled head size.
     latent_tables: bool,
-    /// Sparse attention (DeepSeek-V3.2, GLM-5) timed whole — projections, indexer and
-    /// attention — from the `dsa_*` tables' variant (`fp8_block.kv_fp8.h6144`), when they
-    /// hold the model's shape; the latent projections are then not timed apart.
-    sparse_variant: Option<String>,
+    /// Latent or sparse attention timed whole — projections, indexer and attention — from
+    /// module tables (`mla_module_*`, `dsa_*`) that hold the model's shape; its projections
+    /// are then not timed apart.
+    module: Option<AttentionModule>,
     /// Sliding-window attention (gpt-oss): the window in tokens and the share of layers
     /// that use it.
     sliding: Option<(f64, f64)>,
@@ -292,9 +292,7 @@ impl OperatorStep {
             Some((context, generation))
         });
         let latent_tables = latent_kv.is_some();
-        let sparse_variant = model
-            .sparse_attention
-            .and_then(|_| sparse_variant(&tables, model, dtype));
+        let module = attention_module(&tables, model, dtype);
         let (context_kv, generation_kv) = match latent_kv {
             Some((context, generation)) => (Some(context), Some(generation)),
             None => (context_kv, generation_kv),
@@ -395,7 +393,7 @@ impl OperatorStep {
             expert_gemm,
             sliding,
             latent_tables,
-            sparse_variant,
+            module,
             moe_table,
             moe_a2a,
             layers: f64::from(model.layers),
@@ -561,8 +559,8 @@ impl OperatorStep {
         } else if let Some(&known) = self.memo.borrow().uneven_layer.get(&uneven_key) {
             return known;
         }
-        // Timed inside the sparse-attention module where it is.
-        let full = if self.sparse_variant.is_some() {
+        // Timed inside the attention module where it is.
+        let full = if self.module.is_some() {
             0.0
         } else {
             self.projections_us(local)
@@ -812,9 +810,9 @@ impl OperatorStep {
             let mean = work.prefill_tokens / work.prefill_chunks;
             let full = (work.prefill_tokens + work.prefill_cached) / work.prefill_chunks;
             let at = |isl: f64| {
-                if let Some(variant) = &self.sparse_variant {
-                    self.tables
-                        .dsa_context_us(variant, self.heads_per_card, chunks, isl)
+                if let Some(module) = &self.module {
+                    module
+                        .us(&self.tables, 0, self.heads_per_card, chunks, isl)
                         .map(|us| us / self.head_scale)
                 } else if self.latent_tables {
                     self.tables
@@ -864,9 +862,9 @@ impl OperatorStep {
                     .map(|us| us / self.head_scale)
             };
             let decode = |mean_len: f64| {
-                if let Some(variant) = &self.sparse_variant {
-                    self.tables
-                        .dsa_generation_us(variant, self.heads_per_card, sequences, mean_len)
+                if let Some(module) = &self.module {
+                    module
+                        .us(&self.tables, 1, self.heads_per_card, sequences, mean_len)
                         .map(|us| us / self.head_scale)
                 } else if self.latent_tables {
                     let wanted = latent(self.generation_kv, mean_len);
@@ -991,24 +989,53 @@ struct MoeCurve {
     ep: u32,
 }
 
-/// The `dsa_*` tables' variant that times `model`'s sparse-attention layers with weights in
-/// `dtype`, when the tables hold its shape: FP8 projections for an FP8 deployment, 16-bit ones
-/// for a 16-bit or FP4 one (NVIDIA's NVFP4 checkpoints keep attention in BF16), whichever
-/// was collected otherwise; an FP8 cache where collected, else the 16-bit one (see
-/// `sparse_attention::KV_FORMATS`).
-fn sparse_variant(tables: &OperatorTables, model: &Model, dtype: Dtype) -> Option<String> {
-    use crate::catalog::operators::sparse_attention::{shape, variant};
-    let shape = shape(model.hidden_size);
+/// A family of module tables and the variant of it that times a model's attention.
+#[derive(Debug, Clone, PartialEq)]
+struct AttentionModule {
+    /// The prompt's and the decode step's tables (`dsa_context`, `dsa_generation`).
+    tables: [&'static str; 2],
+    variant: String,
+}
+
+impl AttentionModule {
+    /// One layer's attention block in `phase` (0: a prompt step, 1: a decode step), µs.
+    fn us(
+        &self,
+        tables: &OperatorTables,
+        phase: usize,
+        heads: f64,
+        batch: f64,
+        length: f64,
+    ) -> Option<f64> {
+        tables.module_us(self.tables[phase], &self.variant, heads, batch, length)
+    }
+}
+
+/// The module tables that time `model`'s attention whole with weights in `dtype`, when the
+/// tables hold its shape (`attention_module::shape_of`): FP8 projections for an FP8
+/// deployment, 16-bit ones for a 16-bit or FP4 one (NVIDIA's NVFP4 checkpoints keep attention
+/// in BF16), whichever was collected otherwise; an FP8 cache where collected, else the
+/// 16-bit one (see `attention_module::KV_FORMATS`).
+fn attention_module(
+    tables: &OperatorTables,
+    model: &Model,
+    dtype: Dtype,
+) -> Option<AttentionModule> {
+    use crate::catalog::operators::attention_module::{shape_of, variant};
+    let (family, shape) = shape_of(model)?;
     let formats: [&str; 2] = match dtype {
         Dtype::Fp8 | Dtype::Int8 => ["fp8_block", "bf16"],
         _ => ["bf16", "fp8_block"],
     };
     formats.into_iter().find_map(|gemm| {
         ["kv_fp8", "kv_bf16"].into_iter().find_map(|kv| {
-            let name = variant(gemm, kv, &shape);
-            (tables.dsa_context_us(&name, 8.0, 1.0, 1024.0).is_some()
-                && tables.dsa_generation_us(&name, 8.0, 1.0, 1024.0).is_some())
-            .then_some(name)
+            let module = AttentionModule {
+                tables: family.tables,
+                variant: variant(gemm, kv, &shape),
+            };
+            (module.us(tables, 0, 8.0, 1.0, 1024.0).is_some()
+                && module.us(tables, 1, 8.0, 1.0, 1024.0).is_some())
+            .then_some(module)
         })
     })
 }
@@ -1223,8 +1250,9 @@ mod tests {
     }
 
     /// A request lives on one attention replica: one 8 192-token prompt on a layout of
-    /// eight replicas runs its projections and dense layers over all its tokens on one of
-    /// them, which costs several times what eight 1 024-token prompts, one per replica, do.
+    /// eight replicas runs its attention (projections included, in TensorRT-LLM's module) and
+    /// dense layers over all its tokens on one of them, which costs several times what eight
+    /// 1 024-token prompts, one per replica, do.
     #[test]
     fn a_lone_prompt_runs_on_one_attention_replica() {
         let step = deepseek(
@@ -1243,7 +1271,11 @@ mod tests {
             spread.add_prefill_chunk(0.0, 1024.0);
         }
         let (lone, spread) = (step.time(&lone, None), step.time(&spread, None));
-        assert!(lone.gemm > 2.0 * spread.gemm, "{lone:?} vs {spread:?}");
+        let replica_bound = |t: &OperatorTime| t.gemm + t.attention;
+        assert!(
+            replica_bound(&lone) > 2.0 * replica_bound(&spread),
+            "{lone:?} vs {spread:?}"
+        );
     }
 
     /// GB200's all-reduce was measured at 2 and 4 GPUs only; at TP 8 inside its NVLink domain
@@ -1344,8 +1376,9 @@ mod tests {
 
     /// SGLang's H200 tables time latent-attention decode over an FP8 KV cache at about five
     /// times the 16-bit kernel (a fallback its deployments do not show): an FP8-KV step is
-    /// timed no slower than the 16-bit one, and TensorRT-LLM's FP8 kernel, faster than its
-    /// 16-bit one, keeps its own timing.
+    /// timed no slower than the 16-bit one. TensorRT-LLM's FP8 kernel is faster than its
+    /// 16-bit one; its steps time the whole module, collected over both caches and kept over
+    /// the FP8 one.
     #[test]
     fn latent_attention_over_fp8_kv_is_never_timed_slower_than_over_16_bit() {
         let catalog = Catalog::shipped().unwrap();
@@ -1383,11 +1416,24 @@ mod tests {
             sglang_fp8 <= sglang_bf16 * (1.0 + 1e-9),
             "{sglang_fp8} vs {sglang_bf16}"
         );
+        // TensorRT-LLM's kernel reads its FP8 cache faster; its steps time the whole attention
+        // module, kept over the FP8 cache only, whatever cache the layout asks for.
+        let trt = catalog.operators.get("h200_sxm", "trtllm").unwrap();
+        let kernel = |kv: &str| trt.generation_mla_us(kv, 16.0, 32.0, 8192.0).unwrap();
+        assert!(
+            kernel("kv_fp8") < 0.95 * kernel("kv_bf16"),
+            "{} vs {}",
+            kernel("kv_fp8"),
+            kernel("kv_bf16")
+        );
         let (trt_fp8, trt_bf16) = (
             attention("trtllm", Dtype::Fp8),
             attention("trtllm", Dtype::Bf16),
         );
-        assert!(trt_fp8 < 0.95 * trt_bf16, "{trt_fp8} vs {trt_bf16}");
+        assert!(
+            (trt_fp8 / trt_bf16 - 1.0).abs() < 1e-9,
+            "{trt_fp8} vs {trt_bf16}"
+        );
     }
 
     #[test]
@@ -1769,16 +1815,18 @@ mod tests {
             )
         };
         let (sparse, dense) = (step("deepseek-v3.2"), step("deepseek-v3"));
+        let module = sparse.module.clone().expect("a module table");
         assert_eq!(
-            sparse.sparse_variant.as_deref(),
-            Some("fp8_block.kv_fp8.h7168")
+            (module.tables[1], module.variant.as_str()),
+            ("dsa_generation", "fp8_block.kv_fp8.h7168")
         );
-        assert!(dense.sparse_variant.is_none());
+        assert!(
+            dense.module.is_none(),
+            "SGLang times latent attention by its kernels"
+        );
         let tables = sparse.tables.clone();
         let at = |step: &OperatorStep, context: f64| step.time(&decode(32.0, context), Some(32.0));
-        let module_us = tables
-            .dsa_generation_us("fp8_block.kv_fp8.h7168", 16.0, 32.0, 4097.0)
-            .unwrap();
+        let module_us = module.us(&tables, 1, 16.0, 32.0, 4097.0).unwrap();
         let short = at(&sparse, 4096.0);
         assert!(
             (short.attention / (61.0 * module_us * 1e-6) - 1.0).abs() < 1e-9,
@@ -1811,7 +1859,44 @@ mod tests {
             .unwrap()
             .clone();
         let fallback = step_on(Arc::new(bare), &model, Parallelism::tensor(8), dtypes).unwrap();
-        assert!(fallback.sparse_variant.is_none() && fallback.latent_tables);
+        assert!(fallback.module.is_none() && fallback.latent_tables);
+    }
+
+    /// TensorRT-LLM's latent attention is timed whole where its module was collected:
+    /// DeepSeek-V3 on eight B200s decodes its attention block from `mla_module_generation`,
+    /// with the latent projections no longer timed apart; Kimi-K2.5 (64 heads, the same
+    /// widths) reads the same table at its heads per card.
+    #[test]
+    fn latent_attention_is_timed_whole_where_its_module_was_collected() {
+        let dtypes = [Dtype::Fp8, Dtype::Fp8, Dtype::Fp8];
+        let step = shipped_step(
+            ("b200_sxm", "trtllm"),
+            "deepseek-v3",
+            Parallelism::tensor(8),
+            dtypes,
+        );
+        let module = step.module.clone().expect("a module table");
+        assert_eq!(
+            (module.tables[1], module.variant.as_str()),
+            ("mla_module_generation", "fp8_block.kv_fp8.h7168")
+        );
+        let work = decode(32.0, 2048.0);
+        let kernels = step.time(&work, Some(32.0));
+        let per_layer = module.us(&step.tables, 1, 16.0, 32.0, 2049.0).unwrap();
+        assert!(
+            (kernels.attention / (61.0 * per_layer * 1e-6) - 1.0).abs() < 1e-9,
+            "{} s vs {per_layer} µs a layer",
+            kernels.attention
+        );
+        let kimi = shipped_step(
+            ("b200_sxm", "trtllm"),
+            "kimi-k2.5",
+            Parallelism::tensor(8),
+            [Dtype::Bf16, Dtype::Int4, Dtype::Fp8],
+        );
+        let kimi_module = kimi.module.clone().expect("a module table");
+        assert_eq!(kimi_module.variant, "bf16.kv_fp8.h7168");
+        assert_eq!(kimi.heads_per_card, 8.0);
     }
 
     #[test]

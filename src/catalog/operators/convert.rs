@@ -111,12 +111,14 @@ pub fn convert_aiconfigurator(
 
 /// The catalog's model shapes the reduction keeps layers for: fused-MoE shapes
 /// (`h7168.i2048.k8.e256`), linear-attention heads per card (`linear_attention::variant`)
-/// and sparse-attention architectures (`sparse_attention::shape`).
+/// and the architectures whose attention is timed whole, sparse and latent
+/// (`attention_module::shape_of`).
 #[derive(Debug, Clone, Default)]
 pub struct ModelShapes {
     pub moe: Vec<String>,
     pub linear_attention: Vec<String>,
     pub sparse_attention: Vec<String>,
+    pub latent_attention: Vec<String>,
 }
 
 struct Converted {
@@ -799,11 +801,20 @@ fn convert_one(
         super::linear_attention::reduce(dir, engine, &gemm_version, &shapes.linear_attention)?;
     axes.push_str(&linear.axes);
     data.push_str(&linear.data);
-    let sparse =
-        super::sparse_attention::reduce(dir, engine, &gemm_version, &shapes.sparse_attention)?;
-    filled += sparse.filled;
-    axes.push_str(&sparse.axes);
-    data.push_str(&sparse.data);
+    let mut modules = Vec::new();
+    for (family, family_shapes) in [
+        (super::attention_module::LATENT, &shapes.latent_attention),
+        (super::attention_module::SPARSE, &shapes.sparse_attention),
+    ] {
+        let tables =
+            super::attention_module::reduce(dir, engine, &gemm_version, family, family_shapes)?;
+        filled += tables.filled;
+        axes.push_str(&tables.axes);
+        data.push_str(&tables.data);
+        if let Some(version) = tables.version {
+            modules.push((family.version_key, version));
+        }
+    }
 
     // Latent attention.
     let mla_dir = dir.join("mla").join(engine);
@@ -940,9 +951,9 @@ fn convert_one(
         body.push_str(&format!("meta,version.gdn,{v}\n"));
         versions.push(format!("gdn {v}"));
     }
-    if let Some(v) = &sparse.version {
-        body.push_str(&format!("meta,version.dsa,{v}\n"));
-        versions.push(format!("dsa {v}"));
+    for (key, v) in &modules {
+        body.push_str(&format!("meta,version.{key},{v}\n"));
+        versions.push(format!("{key} {v}"));
     }
     body.push_str(&axes);
     body.push_str(&data);

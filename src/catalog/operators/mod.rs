@@ -5,10 +5,10 @@
 //! The tables are compiled into the binary, and a `--hardware DIR` holding
 //! `operators/<system>/<engine>.csv` replaces or adds tables one system × engine at a time.
 
+pub mod attention_module;
 pub mod convert;
 pub mod grid;
 pub mod linear_attention;
-pub mod sparse_attention;
 pub mod tables;
 mod wide_ep;
 

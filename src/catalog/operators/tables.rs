@@ -21,12 +21,15 @@
 //! generation_mla,kv_fp8,<heads per card>,<sequences>,<µs along kv_len>
 //! gdn_context,k4.v16.dk128.dv128,,,<µs along tokens>   # linear attention's own kernels
 //! gdn_generation,k4.v16.dk128.dv128,,,<µs along batch>  #   (Gated DeltaNet), per layer
-//! dsa_context,fp8_block.kv_fp8.h6144,<heads per card>,<sequences>,<µs along isl>  # a sparse-
+//! mla_module_context,fp8_block.kv_fp8.h7168,<heads per card>,<sequences>,<µs along isl>
+//! mla_module_generation,fp8_block.kv_fp8.h7168,<heads per card>,<sequences>,<µs along kv_len>
+//! dsa_context,fp8_block.kv_fp8.h6144,<heads per card>,<sequences>,<µs along isl>
 //! dsa_generation,fp8_block.kv_fp8.h6144,<heads per card>,<sequences>,<µs along kv_len>
 //! ```
 //!
-//! The `dsa_*` tables time a sparse-attention layer's whole attention block (projections,
-//! indexer, attention) per model shape, projection format and KV format.
+//! The `mla_module_*` and `dsa_*` tables time a latent- or sparse-attention layer's whole
+//! attention block (projections, indexer, attention) per model shape, projection format and
+//! KV format (`attention_module`).
 //!
 //! A `moe` variant names the expert format and the model's shape (hidden size, expert width,
 //! experts per token, experts); its lines are the expert-parallel layouts measured, each a
@@ -52,7 +55,7 @@ const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
 const SLOWER_PATH_SHARE: f64 = 0.5;
 
 /// The tables this reader knows and their axes, in order.
-const TABLES: [(&str, &[&str]); 14] = [
+const TABLES: [(&str, &[&str]); 16] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
     ("generation_attention", &["batch_kv_heads", "kv_len"]),
@@ -67,6 +70,8 @@ const TABLES: [(&str, &[&str]); 14] = [
     ("gdn_generation", &["batch"]),
     ("dsa_context", &["heads", "batch", "isl"]),
     ("dsa_generation", &["heads", "batch", "kv_len"]),
+    ("mla_module_context", &["heads", "batch", "isl"]),
+    ("mla_module_generation", &["heads", "batch", "kv_len"]),
 ];
 
 /// One system × engine.
@@ -102,10 +107,10 @@ pub struct OperatorTables {
     /// sequences.
     gdn_context: BTreeMap<String, Grid>,
     gdn_generation: BTreeMap<String, Grid>,
-    /// A sparse-attention layer's whole attention block by `<gemm>.<kv>.<shape>`, over heads
-    /// per card, sequences and length (`sparse_attention::variant`).
-    dsa_context: BTreeMap<String, Grid>,
-    dsa_generation: BTreeMap<String, Grid>,
+    /// A latent- or sparse-attention layer's whole attention block by (table,
+    /// `<gemm>.<kv>.<shape>`), over heads per card, sequences and length
+    /// (`attention_module::variant`).
+    modules: BTreeMap<(String, String), Grid>,
 }
 
 /// Which iterations an all-to-all MoE curve times: the engines run a step with prompt
@@ -331,8 +336,10 @@ impl OperatorTables {
                 "generation_mla" => tables.generation_mla.insert(variant, grid),
                 "gdn_context" => tables.gdn_context.insert(variant, grid),
                 "gdn_generation" => tables.gdn_generation.insert(variant, grid),
-                "dsa_context" => tables.dsa_context.insert(variant, grid),
-                "dsa_generation" => tables.dsa_generation.insert(variant, grid),
+                "dsa_context"
+                | "dsa_generation"
+                | "mla_module_context"
+                | "mla_module_generation" => tables.modules.insert((table.clone(), variant), grid),
                 _ => tables.generation_attention.insert(variant, grid),
             };
         }
@@ -516,26 +523,21 @@ impl OperatorTables {
             .map(|grid| grid.at_monotone(&[sequences]))
     }
 
-    /// A sparse-attention layer's attention block over a prompt step: `batch` prompts of
-    /// `isl` tokens, `heads` query heads on this card, in variant `variant`
+    /// An attention block timed whole (`table`: `dsa_context`, `mla_module_context`, or their
+    /// `_generation` counterparts) for `batch` sequences of `length` tokens (a prompt's, or a
+    /// decode step's cached ones), `heads` query heads on this card, in variant `variant`
     /// (`fp8_block.kv_fp8.h6144`), µs.
-    pub fn dsa_context_us(&self, variant: &str, heads: f64, batch: f64, isl: f64) -> Option<f64> {
-        self.dsa_context
-            .get(variant)
-            .map(|grid| grid.at_monotone(&[heads, batch, isl]))
-    }
-
-    /// The same block in a decode step: `batch` sequences over `kv_len` cached positions, µs.
-    pub fn dsa_generation_us(
+    pub fn module_us(
         &self,
+        table: &str,
         variant: &str,
         heads: f64,
         batch: f64,
-        kv_len: f64,
+        length: f64,
     ) -> Option<f64> {
-        self.dsa_generation
-            .get(variant)
-            .map(|grid| grid.at_monotone(&[heads, batch, kv_len]))
+        self.modules
+            .get(&(table.to_string(), variant.to_string()))
+            .map(|grid| grid.at_monotone(&[heads, batch, length]))
     }
 
     /// The fewest GPUs whose measured all-reduce crosses a slower path than two GPUs do: its

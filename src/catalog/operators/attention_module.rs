@@ -1,23 +1,28 @@
-//! DeepSeek sparse attention: AIConfigurator's module-level timings (`dsa_context_module_perf`,
-//! `dsa_generation_module_perf`), reduced to the `dsa_context` and `dsa_generation` tables.
+//! Attention timed whole: AIConfigurator's module-level timings of latent attention
+//! (`mla_context_module_perf`, `mla_generation_module_perf`) and of DeepSeek sparse attention
+//! (`dsa_context_module_perf`, `dsa_generation_module_perf`), reduced to the
+//! `mla_module_context` / `mla_module_generation` and `dsa_context` / `dsa_generation` tables.
 //!
-//! A sparse-attention layer (DeepSeek-V3.2, GLM-5) is more kernels than its projections and
-//! one attention kernel: the indexer's own projections, its FP8 scoring of every cached
-//! position, a top-k selection, then latent attention over the selected positions. The
+//! A latent-attention layer is more kernels than its projections and one attention kernel:
+//! rotary embedding, the latent norms, the batched products that absorb the KV up-projection
+//! into the queries and the values into the output, activation quantisation. A sparse one
+//! (DeepSeek-V3.2, GLM-5) adds an indexer: its own projections, an FP8 scoring of every cached
+//! position and a top-k selection, before latent attention over the selected positions. The
 //! collection times the whole attention block of one layer on one card — its query, KV,
 //! indexer and output projections included — per heads the card holds, sequences and prompt
-//! (or cached) length, so the step model takes it whole in place of the latent projections
-//! and attention it times for other latent-attention models.
+//! (or cached) length, so the step model takes it whole in place of the projections and
+//! attention kernel it otherwise times apart.
 //!
-//! Kept, per model shape (`h6144`: the architecture's hidden width, which fixes every other
-//! width the collection used), projection format (`fp8_block`, `bf16`) and KV format: a
-//! prompt with nothing cached before it along its length, and a decode step along the cached
-//! length, both on powers of two (the collection's lengths are `2^k` and, for some engines,
-//! `2^k + 1` positions; each curve is read in log–log between its measured points). Where
-//! kernels of several sources time the same cell (SGLang picks dense attention for short
-//! prompts and the indexer past 2 048 tokens, and records each under its own name) the
-//! fastest is kept, as for the GEMMs. Heads per card a collection skipped (SGLang's GLM-5 at
-//! 4, its DeepSeek-V3.2 at 8) are extrapolated from their neighbours and counted.
+//! Kept, per model shape (`h6144`: the architecture's hidden width, which with the catalog
+//! model's other widths checked against the collection's ([`shape_of`]) names it),
+//! projection format (`fp8_block`, `bf16`) and KV format: a prompt with nothing cached
+//! before it along its length, and a decode step along the cached length, on powers of two
+//! (the collection's lengths are `2^k` and, for some engines, `2^k + 1` positions; each curve
+//! is read in log–log between its measured points). Where kernels of several sources time
+//! the same cell (SGLang picks dense attention for short prompts and the indexer past 2 048
+//! tokens, vLLM has several latent-attention backends) the fastest is kept, as for the GEMMs.
+//! Heads per card a collection skipped (SGLang's GLM-5 at 4, its DeepSeek-V3.2 at 8) are
+//! extrapolated from their neighbours and counted.
 
 use std::collections::BTreeMap;
 
@@ -25,15 +30,109 @@ use std::path::Path;
 
 use super::convert::{axis_line, fill, floats, join, newest, read, strings};
 
-const CONTEXT_FILE: &str = "dsa_context_module_perf.parquet";
-const GENERATION_FILE: &str = "dsa_generation_module_perf.parquet";
+/// One family of module timings: where the collection keeps it and what the tables call it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    folder: &'static str,
+    files: [&'static str; 2],
+    /// The `op_name` of the whole module per phase (GLM-5.2's layers that reuse another
+    /// layer's selection are timed apart as `_skip_indexer`, and left out).
+    ops: [&'static str; 2],
+    /// The reduced tables, prompt and decode step.
+    pub tables: [&'static str; 2],
+    /// The header's `version.<key>`.
+    pub version_key: &'static str,
+    /// The architectures collected and their widths.
+    architectures: &'static [Architecture],
+}
 
-/// The architectures the collection timed, by the hidden width that names their shape here
-/// (AIConfigurator's `DSA_MODEL_DIMS`: DeepSeek-V3.2 7 168, GLM-5 6 144).
-const ARCHITECTURES: [(&str, u32); 2] = [
-    ("DeepseekV32ForCausalLM", 7168),
-    ("GlmMoeDsaForCausalLM", 6144),
-];
+/// An architecture the collection timed, with the widths it used for it (AIConfigurator's
+/// `DSA_MODEL_DIMS`, and DeepSeek-V3's config for latent attention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Architecture {
+    name: &'static str,
+    hidden: u32,
+    q_rank: u32,
+    kv_rank: u32,
+    nope: u32,
+    rope: u32,
+    value: u32,
+}
+
+const DEEPSEEK_V3: Architecture = Architecture {
+    name: "DeepseekV3ForCausalLM",
+    hidden: 7168,
+    q_rank: 1536,
+    kv_rank: 512,
+    nope: 128,
+    rope: 64,
+    value: 128,
+};
+
+/// DeepSeek sparse attention (DeepSeek-V3.2, GLM-5).
+pub const SPARSE: Family = Family {
+    folder: "sparse_attention",
+    files: [
+        "dsa_context_module_perf.parquet",
+        "dsa_generation_module_perf.parquet",
+    ],
+    ops: ["dsa_context_module", "dsa_generation_module"],
+    tables: ["dsa_context", "dsa_generation"],
+    version_key: "dsa",
+    architectures: &[
+        Architecture {
+            name: "DeepseekV32ForCausalLM",
+            ..DEEPSEEK_V3
+        },
+        Architecture {
+            name: "GlmMoeDsaForCausalLM",
+            hidden: 6144,
+            q_rank: 2048,
+            kv_rank: 512,
+            nope: 192,
+            rope: 64,
+            value: 256,
+        },
+    ],
+};
+
+/// Latent attention (DeepSeek-V3 and R1, Kimi-K2: the same widths, other head counts).
+pub const LATENT: Family = Family {
+    folder: "mla",
+    files: [
+        "mla_context_module_perf.parquet",
+        "mla_generation_module_perf.parquet",
+    ],
+    ops: ["mla_context_module", "mla_generation_module"],
+    tables: ["mla_module_context", "mla_module_generation"],
+    version_key: "mla_module",
+    architectures: &[DEEPSEEK_V3],
+};
+
+/// The family and shape name (`h7168`) that time `model`'s attention whole, when the
+/// collection timed an architecture of its widths: sparse attention for a model with an
+/// indexer, latent attention for one without.
+pub fn shape_of(model: &crate::catalog::Model) -> Option<(Family, String)> {
+    let latent = model.latent()?;
+    let family = if model.sparse_attention.is_some() {
+        SPARSE
+    } else {
+        LATENT
+    };
+    let width = |v: f64| v as u32;
+    family
+        .architectures
+        .iter()
+        .find(|a| {
+            a.hidden == model.hidden_size
+                && Some(a.q_rank) == model.q_lora_rank
+                && a.kv_rank == width(latent.kv_rank)
+                && a.nope == width(latent.nope)
+                && a.rope == width(latent.rope)
+                && a.value == width(latent.value)
+        })
+        .map(|a| (family, shape(a.hidden)))
+}
 
 /// Projection formats kept: FP8 with block scales (the checkpoints' own) and 16-bit (what
 /// NVIDIA's NVFP4 checkpoints keep attention in).
@@ -46,7 +145,7 @@ const GEMM_FORMATS: [(&str, &str); 2] = [("fp8_block", "fp8_block"), ("bfloat16"
 /// size.
 const KV_FORMATS: [(&str, &str); 2] = [("fp8", "kv_fp8"), ("bfloat16", "kv_bf16")];
 
-/// Heads per card kept: 128-head DeepSeek-V3.2 on 1 to 32 cards, 64-head GLM-5 on 1 to 16.
+/// Heads per card kept: 128-head models on 1 to 32 cards, 64-head ones on 1 to 16.
 const HEADS: [f64; 6] = [4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
 /// Sequences per step: a prompt step holds a few prompts, a decode step up to 1 024.
 const CONTEXT_BATCH: [f64; 9] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
@@ -59,14 +158,14 @@ pub fn variant(gemm: &str, kv: &str, shape: &str) -> String {
     format!("{gemm}.{kv}.{shape}")
 }
 
-/// The shape name of a model `hidden` wide.
-pub fn shape(hidden: u32) -> String {
+/// The shape name of an architecture `hidden` wide.
+fn shape(hidden: u32) -> String {
     format!("h{hidden}")
 }
 
 /// What the reduction wrote for one system × engine.
 #[derive(Debug, Default)]
-pub(super) struct SparseAttentionTables {
+pub(super) struct ModuleTables {
     pub axes: String,
     pub data: String,
     /// Engine release the tables come from, when any.
@@ -75,26 +174,27 @@ pub(super) struct SparseAttentionTables {
     pub filled: usize,
 }
 
-/// Reduces `dir`'s (one system's data folder) sparse-attention module timings under `engine`
-/// for the model shapes `shapes`, from release `preferred` when it collected both phases (the
+/// Reduces `dir`'s (one system's data folder) module timings of `family` under `engine` for
+/// the model shapes `shapes`, from release `preferred` when it collected both phases (the
 /// GEMMs' release), else the newest that did.
 pub(super) fn reduce(
     dir: &Path,
     engine: &str,
     preferred: &str,
+    family: Family,
     shapes: &[String],
-) -> anyhow::Result<SparseAttentionTables> {
-    let base = dir.join("sparse_attention").join(engine);
-    let both = [CONTEXT_FILE, GENERATION_FILE];
+) -> anyhow::Result<ModuleTables> {
+    let base = dir.join(family.folder).join(engine);
+    let both = family.files;
     let version = if both.iter().all(|f| base.join(preferred).join(f).is_file()) {
         Some(preferred.to_string())
     } else {
         newest(&base, &both)
     };
     let Some(version) = version.filter(|_| !shapes.is_empty()) else {
-        return Ok(SparseAttentionTables::default());
+        return Ok(ModuleTables::default());
     };
-    let mut out = SparseAttentionTables::default();
+    let mut out = ModuleTables::default();
     // A prompt's lengths: every power of two where SGLang switches from dense to sparse
     // prefill (2 048 to 4 096 tokens), every other below; a decode step's every other power
     // of two (its curves bend slowly).
@@ -102,22 +202,18 @@ pub(super) fn reduce(
         1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0,
     ];
     let generation_lengths: Vec<f64> = (0..9).map(|k| 4f64.powi(k)).chain([131072.0]).collect();
-    for (file, table, length_axis, batches, lengths) in [
+    for (generation, length_axis, batches, lengths) in [
+        (false, "isl", &CONTEXT_BATCH[..], context_lengths.clone()),
         (
-            CONTEXT_FILE,
-            "dsa_context",
-            "isl",
-            &CONTEXT_BATCH[..],
-            context_lengths.clone(),
-        ),
-        (
-            GENERATION_FILE,
-            "dsa_generation",
+            true,
             "kv_len",
             &GENERATION_BATCH[..],
             generation_lengths.clone(),
         ),
     ] {
+        let phase = usize::from(generation);
+        let (file, table, wanted_op) =
+            (family.files[phase], family.tables[phase], family.ops[phase]);
         let df = read(&base.join(&version).join(file))?;
         let (op, arch, kv, gemm) = (
             strings(&df, "op_name")?,
@@ -132,24 +228,17 @@ pub(super) fn reduce(
             floats(&df, "step")?,
             floats(&df, "latency")?,
         );
-        let generation = table == "dsa_generation";
-        let wanted_op = if generation {
-            "dsa_generation_module"
-        } else {
-            "dsa_context_module"
-        };
         // (variant, heads, batch) → length → fastest µs.
         let mut curves: BTreeMap<(String, u64, u64), BTreeMap<u64, f64>> = BTreeMap::new();
         for i in 0..latency.len() {
-            // The whole module (GLM-5.2's layers that reuse another layer's selection are
-            // timed apart, `_skip_indexer`); a prompt with nothing cached before it.
+            // The whole module; a prompt with nothing cached before it.
             if op[i] != wanted_op || latency[i] <= 0.0 || (!generation && step[i] != 0.0) {
                 continue;
             }
-            let Some(&(_, hidden)) = ARCHITECTURES.iter().find(|(name, _)| *name == arch[i]) else {
+            let Some(found) = family.architectures.iter().find(|a| a.name == arch[i]) else {
                 continue;
             };
-            let shape = shape(hidden);
+            let shape = shape(found.hidden);
             let (Some(&(_, g)), Some(&(_, k))) = (
                 GEMM_FORMATS.iter().find(|(name, _)| *name == gemm[i]),
                 KV_FORMATS.iter().find(|(name, _)| *name == kv[i]),
@@ -388,10 +477,10 @@ mod tests {
             1024,
             1.0,
         ));
-        write(dir, CONTEXT_FILE, &context);
-        write(dir, GENERATION_FILE, &generation);
+        write(dir, SPARSE.files[0], &context);
+        write(dir, SPARSE.files[1], &generation);
 
-        let out = reduce(dir, "sglang", "0.5.14", &[shape(6144)]).unwrap();
+        let out = reduce(dir, "sglang", "0.5.14", SPARSE, &[shape(6144)]).unwrap();
         assert_eq!(out.version.as_deref(), Some("0.5.14"));
         assert!(!out.data.contains("h7168"), "{}", out.data);
         let text = format!(
@@ -401,7 +490,9 @@ mod tests {
         let tables = crate::catalog::operators::OperatorTables::parse(&text, "test").unwrap();
         let name = variant("fp8_block", "kv_fp8", "h6144");
         let prompt = |heads: f64, batch: f64, isl: f64| {
-            tables.dsa_context_us(&name, heads, batch, isl).unwrap()
+            tables
+                .module_us("dsa_context", &name, heads, batch, isl)
+                .unwrap()
         };
         // Measured cells read back (ms → µs, three significant digits).
         assert!((prompt(8.0, 1.0, 1024.0) - 1000.0).abs() < 1.0);
@@ -410,9 +501,39 @@ mod tests {
         let four = prompt(16.0, 4.0, 8192.0);
         assert!((four / 64_000.0 - 1.0).abs() < 0.01, "{four}");
         // A decode step over 1 + 1 023 positions is the row of isl 1, step 1 024 minus one.
-        let step = tables.dsa_generation_us(&name, 8.0, 1.0, 1025.0).unwrap();
+        let step = tables
+            .module_us("dsa_generation", &name, 8.0, 1.0, 1025.0)
+            .unwrap();
         assert!((step - 10.0).abs() < 0.5, "{step}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The catalog's latent-attention models are timed by the architecture of their widths:
+    /// DeepSeek-V3, R1 and Kimi's latent attention by DeepSeek-V3's module (other head counts,
+    /// the same widths), DeepSeek-V3.2's and GLM-5's sparse attention by theirs; a model whose
+    /// widths the collection did not use, or without latent attention, by none.
+    #[test]
+    fn models_are_timed_by_the_architecture_of_their_widths() {
+        let catalog = crate::catalog::Catalog::shipped().unwrap();
+        let of = |name: &str| {
+            let model = catalog.model(name).unwrap();
+            shape_of(model).map(|(family, shape)| (family.tables[0], shape))
+        };
+        let latent = Some(("mla_module_context", "h7168".to_string()));
+        assert_eq!(of("deepseek-v3"), latent);
+        assert_eq!(of("deepseek-r1"), latent);
+        assert_eq!(of("kimi-k2.5"), latent);
+        assert_eq!(
+            of("deepseek-v3.2"),
+            Some(("dsa_context", "h7168".to_string()))
+        );
+        assert_eq!(of("glm-5"), Some(("dsa_context", "h6144".to_string())));
+        assert_eq!(of("qwen3-235b-a22b"), None);
+        let wider = crate::catalog::Model {
+            v_head_dim: Some(256),
+            ..catalog.model("deepseek-v3").unwrap().clone()
+        };
+        assert_eq!(shape_of(&wider), None);
     }
 
     #[test]
