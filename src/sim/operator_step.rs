@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use super::fabric::Fabric;
 use super::perf::StepWork;
+use crate::catalog::operators::grid::Grid;
 use crate::catalog::operators::{MoePhase, OperatorTables};
 use crate::catalog::{ActivationScales, Dtype, Model, Parallelism};
 
@@ -811,9 +812,7 @@ impl OperatorStep {
             let full = (work.prefill_tokens + work.prefill_cached) / work.prefill_chunks;
             let at = |isl: f64| {
                 if let Some(module) = &self.module {
-                    module
-                        .us(&self.tables, 0, self.heads_per_card, chunks, isl)
-                        .map(|us| us / self.head_scale)
+                    Some(module.us(0, self.heads_per_card, chunks, isl) / self.head_scale)
                 } else if self.latent_tables {
                     self.tables
                         .context_mla_us(self.context_kv, self.heads_per_card, chunks, isl)
@@ -863,9 +862,7 @@ impl OperatorStep {
             };
             let decode = |mean_len: f64| {
                 if let Some(module) = &self.module {
-                    module
-                        .us(&self.tables, 1, self.heads_per_card, sequences, mean_len)
-                        .map(|us| us / self.head_scale)
+                    Some(module.us(1, self.heads_per_card, sequences, mean_len) / self.head_scale)
                 } else if self.latent_tables {
                     let wanted = latent(self.generation_kv, mean_len);
                     let bf16 = (self.generation_kv != "kv_bf16")
@@ -989,25 +986,20 @@ struct MoeCurve {
     ep: u32,
 }
 
-/// A family of module tables and the variant of it that times a model's attention.
+/// A family of module tables, the variant of it that times a model's attention, and its two
+/// grids, held so that an iteration reads them without a lookup.
 #[derive(Debug, Clone, PartialEq)]
 struct AttentionModule {
     /// The prompt's and the decode step's tables (`dsa_context`, `dsa_generation`).
     tables: [&'static str; 2],
     variant: String,
+    grids: [Grid; 2],
 }
 
 impl AttentionModule {
     /// One layer's attention block in `phase` (0: a prompt step, 1: a decode step), µs.
-    fn us(
-        &self,
-        tables: &OperatorTables,
-        phase: usize,
-        heads: f64,
-        batch: f64,
-        length: f64,
-    ) -> Option<f64> {
-        tables.module_us(self.tables[phase], &self.variant, heads, batch, length)
+    fn us(&self, phase: usize, heads: f64, batch: f64, length: f64) -> f64 {
+        self.grids[phase].at_monotone(&[heads, batch, length])
     }
 }
 
@@ -1029,13 +1021,13 @@ fn attention_module(
     };
     formats.into_iter().find_map(|gemm| {
         ["kv_fp8", "kv_bf16"].into_iter().find_map(|kv| {
-            let module = AttentionModule {
+            let variant = variant(gemm, kv, &shape);
+            let [context, generation] = family.tables.map(|table| tables.module(table, &variant));
+            Some(AttentionModule {
                 tables: family.tables,
-                variant: variant(gemm, kv, &shape),
-            };
-            (module.us(tables, 0, 8.0, 1.0, 1024.0).is_some()
-                && module.us(tables, 1, 8.0, 1.0, 1024.0).is_some())
-            .then_some(module)
+                grids: [context?.clone(), generation?.clone()],
+                variant,
+            })
         })
     })
 }
@@ -1824,9 +1816,8 @@ mod tests {
             dense.module.is_none(),
             "SGLang times latent attention by its kernels"
         );
-        let tables = sparse.tables.clone();
         let at = |step: &OperatorStep, context: f64| step.time(&decode(32.0, context), Some(32.0));
-        let module_us = module.us(&tables, 1, 16.0, 32.0, 4097.0).unwrap();
+        let module_us = module.us(1, 16.0, 32.0, 4097.0);
         let short = at(&sparse, 4096.0);
         assert!(
             (short.attention / (61.0 * module_us * 1e-6) - 1.0).abs() < 1e-9,
@@ -1882,7 +1873,7 @@ mod tests {
         );
         let work = decode(32.0, 2048.0);
         let kernels = step.time(&work, Some(32.0));
-        let per_layer = module.us(&step.tables, 1, 16.0, 32.0, 2049.0).unwrap();
+        let per_layer = module.us(1, 16.0, 32.0, 2049.0);
         assert!(
             (kernels.attention / (61.0 * per_layer * 1e-6) - 1.0).abs() < 1e-9,
             "{} s vs {per_layer} µs a layer",

@@ -28,7 +28,9 @@ use std::collections::BTreeMap;
 
 use std::path::Path;
 
-use super::convert::{axis_line, fill, floats, join, newest, read, strings};
+use super::convert::{
+    along_columns, axis_line, fill, floats, join, never_slower_than_larger, newest, read, strings,
+};
 
 /// One family of module timings: where the collection keeps it and what the tables call it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,13 +205,8 @@ pub(super) fn reduce(
     ];
     let generation_lengths: Vec<f64> = (0..9).map(|k| 4f64.powi(k)).chain([131072.0]).collect();
     for (generation, length_axis, batches, lengths) in [
-        (false, "isl", &CONTEXT_BATCH[..], context_lengths.clone()),
-        (
-            true,
-            "kv_len",
-            &GENERATION_BATCH[..],
-            generation_lengths.clone(),
-        ),
+        (false, "isl", &CONTEXT_BATCH[..], context_lengths),
+        (true, "kv_len", &GENERATION_BATCH[..], generation_lengths),
     ] {
         let phase = usize::from(generation);
         let (file, table, wanted_op) =
@@ -281,18 +278,16 @@ pub(super) fn reduce(
                     }
                 }
                 let slab = &mut grid[h];
-                for j in 0..lengths.len() {
-                    let mut column: Vec<f64> = slab.iter().map(|row| row[j]).collect();
+                out.filled += along_columns(slab, |column| {
                     // Prompt steps past the collected ones (it kept a step's tokens under
                     // 16 384 or 32 768) grow with their prompts: the card is busy there.
-                    if !generation {
-                        out.filled += proportional_past_end(&mut column);
-                    }
-                    out.filled += fill(&mut column);
-                    for (row, value) in slab.iter_mut().zip(column) {
-                        row[j] = value;
-                    }
-                }
+                    let past = if generation {
+                        0
+                    } else {
+                        proportional_past_end(column)
+                    };
+                    past + fill(column)
+                });
                 for row in slab.iter_mut() {
                     out.filled += fill(row);
                 }
@@ -313,9 +308,7 @@ pub(super) fn reduce(
                 for (b, row) in slab.iter().enumerate() {
                     // A longer prompt or context never measured faster (collection noise).
                     let mut values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
-                    for i in (0..values.len().saturating_sub(1)).rev() {
-                        values[i] = values[i].min(values[i + 1]);
-                    }
+                    never_slower_than_larger(&mut values);
                     lines.push_str(&format!(
                         "{table},{name},{},{},{}\n",
                         HEADS[h] as u64,

@@ -253,7 +253,7 @@ pub(super) fn fill(row: &mut [f64]) -> usize {
 }
 
 /// Each value at most every later one (values of a larger problem along an axis).
-fn never_slower_than_larger(row: &mut [f64]) {
+pub(super) fn never_slower_than_larger(row: &mut [f64]) {
     for i in (0..row.len().saturating_sub(1)).rev() {
         if row[i + 1].is_finite() {
             row[i] = row[i].min(row[i + 1]);
@@ -309,19 +309,30 @@ fn grid2(leading: &[f64], last: &[f64], points: &[(f64, f64, f64)]) -> (Vec<Vec<
     for ((i, j), mut values) in cells {
         grid[i][j] = (median(&mut values) * 1000.0).ln();
     }
-    let mut filled = 0;
     // Along the leading axis first (missing large batches), then along the last.
-    for j in 0..last.len() {
-        let mut column: Vec<f64> = grid.iter().map(|row| row[j]).collect();
-        filled += fill(&mut column);
-        for (row, value) in grid.iter_mut().zip(column) {
-            row[j] = value;
-        }
-    }
+    let mut filled = along_columns(&mut grid, fill);
     for row in &mut grid {
         filled += fill(row);
     }
     (grid, filled)
+}
+
+/// Applies `f` to each column of `grid` (rows of equal length), writing the column back;
+/// returns the sum of what `f` returns (cells it filled).
+pub(super) fn along_columns(
+    grid: &mut [Vec<f64>],
+    mut f: impl FnMut(&mut [f64]) -> usize,
+) -> usize {
+    let width = grid.first().map_or(0, Vec::len);
+    let mut total = 0;
+    for j in 0..width {
+        let mut column: Vec<f64> = grid.iter().map(|row| row[j]).collect();
+        total += f(&mut column);
+        for (row, value) in grid.iter_mut().zip(column) {
+            row[j] = value;
+        }
+    }
+    total
 }
 
 /// A MoE collection's fastest time (ms) per curve (`<dtype>.<shape>`, tp, ep) and token index.
@@ -872,13 +883,10 @@ fn convert_one(
                     for row in grid.iter_mut() {
                         never_slower_than_larger(row);
                     }
-                    for j in 0..length_axis_values.len() {
-                        let mut column: Vec<f64> = grid.iter().map(|row| row[j]).collect();
-                        never_slower_than_larger(&mut column);
-                        for (row, value) in grid.iter_mut().zip(column) {
-                            row[j] = value;
-                        }
-                    }
+                    along_columns(&mut grid, |column| {
+                        never_slower_than_larger(column);
+                        0
+                    });
                     for (row, b) in grid.iter().zip(&batch_axis) {
                         if row.iter().any(|v| !v.is_finite()) {
                             complete = false;

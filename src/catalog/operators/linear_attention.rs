@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::convert::{axis_line, floats, join, newest, read, strings};
+use super::convert::{axis_line, floats, join, never_slower_than_larger, newest, read, strings};
 
 const FILE: &str = "gdn_perf.parquet";
 
@@ -137,9 +137,7 @@ pub(super) fn reduce(
         for (name, curve) in &curves {
             // A larger problem never measured faster (collection noise), as for the GEMMs.
             let mut values: Vec<f64> = axis.iter().map(|p| curve[p]).collect();
-            for i in (0..values.len().saturating_sub(1)).rev() {
-                values[i] = values[i].min(values[i + 1]);
-            }
+            never_slower_than_larger(&mut values);
             out.data
                 .push_str(&format!("{table},{name},,,{}\n", join(&values)));
         }

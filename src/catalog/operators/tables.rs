@@ -110,7 +110,7 @@ pub struct OperatorTables {
     /// A latent- or sparse-attention layer's whole attention block by (table,
     /// `<gemm>.<kv>.<shape>`), over heads per card, sequences and length
     /// (`attention_module::variant`).
-    modules: BTreeMap<(String, String), Grid>,
+    modules: BTreeMap<String, BTreeMap<String, Grid>>,
 }
 
 /// Which iterations an all-to-all MoE curve times: the engines run a step with prompt
@@ -339,7 +339,11 @@ impl OperatorTables {
                 "dsa_context"
                 | "dsa_generation"
                 | "mla_module_context"
-                | "mla_module_generation" => tables.modules.insert((table.clone(), variant), grid),
+                | "mla_module_generation" => tables
+                    .modules
+                    .entry(table.clone())
+                    .or_default()
+                    .insert(variant, grid),
                 _ => tables.generation_attention.insert(variant, grid),
             };
         }
@@ -535,9 +539,14 @@ impl OperatorTables {
         batch: f64,
         length: f64,
     ) -> Option<f64> {
-        self.modules
-            .get(&(table.to_string(), variant.to_string()))
+        self.module(table, variant)
             .map(|grid| grid.at_monotone(&[heads, batch, length]))
+    }
+
+    /// The grid behind [`OperatorTables::module_us`] (heads, sequences, length → µs), for a
+    /// step model to hold rather than look up every iteration.
+    pub fn module(&self, table: &str, variant: &str) -> Option<&Grid> {
+        self.modules.get(table)?.get(variant)
     }
 
     /// The fewest GPUs whose measured all-reduce crosses a slower path than two GPUs do: its
