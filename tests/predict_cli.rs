@@ -181,3 +181,42 @@ fn a_prediction_names_the_node_shape_it_was_timed_on() {
         users(&paired)
     );
 }
+
+/// `--breakdown` shows where a few iterations' time goes: in JSON each step's parts add up to
+/// its total and the table names the parts; a prediction without it carries none. L4 has no
+/// measured operator tables, so its parts are the roofline's two bounds.
+#[test]
+fn the_breakdown_shows_each_steps_parts() {
+    let run = predict(&["--tpot", "100ms", "--breakdown"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let value = json(&run);
+    let steps = value["steps"].as_array().expect("steps");
+    assert!(steps.len() >= 3, "{steps:?}");
+    assert_eq!(steps[0]["step"], "a prompt alone");
+    for step in steps {
+        let parts = &step["parts"];
+        let bound = |name: &str| parts["roofline"][name].as_f64().unwrap();
+        let kernels = bound("compute").max(bound("memory"));
+        let sum = kernels
+            + parts["communication"].as_f64().unwrap()
+            + parts["overhead"].as_f64().unwrap();
+        let total = step["total_s"].as_f64().unwrap();
+        assert!((sum - total).abs() < 1e-12 && total > 0.0, "{step}");
+    }
+    // A prompt is compute-bound, one sequence's decode memory-bound.
+    let bound = |i: usize, name: &str| steps[i]["parts"]["roofline"][name].as_f64().unwrap();
+    assert!(bound(0, "compute") > bound(0, "memory"));
+    assert!(bound(1, "memory") > bound(1, "compute"));
+    assert!(json(&predict(&["--tpot", "100ms"])).get("steps").is_none());
+
+    let mut args = LAYOUT.to_vec();
+    args.extend(["table", "--tpot", "100ms", "--breakdown"]);
+    let run = capplan(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("Where an iteration's time goes"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("compute (roofline)"), "{}", run.stdout);
+}

@@ -503,6 +503,11 @@ pub struct PredictArgs {
     /// Seed of the simulated request lengths and think times
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Also show where the time of a few telling iterations goes (a prompt alone, one
+    /// sequence decoding, the batch at C* decoding, a prompt joining it): weights, attention,
+    /// communication and the engine's overhead
+    #[arg(long)]
+    pub breakdown: bool,
     #[command(flatten)]
     pub engine: EngineFlags,
     #[command(flatten)]

@@ -3,7 +3,8 @@
 
 use capplan::catalog::{Catalog, Parallelism};
 use capplan::sim::disagg::predict_disaggregated;
-use capplan::sim::predict::{predict, predict_rate, Calibration, Layout, Prediction};
+use capplan::sim::predict::{engine_for, predict, predict_rate, Calibration, Layout, Prediction};
+use capplan::sim::step_parts::sampled_steps;
 
 use crate::cli::PredictArgs;
 
@@ -33,6 +34,18 @@ pub fn run(
     let mut prediction = predicted
         .map_err(|rejected| capplan::InputError::value(format!("cannot predict: {rejected}")))?;
     prediction.instances_per_node = args.instances_per_node;
+    if args.breakdown {
+        // The batch at C* (or, searching rates, the mean in flight at R*).
+        let running = match &prediction.rate_star {
+            Some(rate) => rate.mean_in_flight.round() as u32,
+            None => prediction.c_star,
+        };
+        let (engine, _) =
+            engine_for(layout, calibration, &request.engine, false).map_err(|rejected| {
+                capplan::InputError::value(format!("cannot predict: {rejected}"))
+            })?;
+        prediction.steps = sampled_steps(&engine, &request.workload, running.max(1));
+    }
     if prediction.rate_star.is_none() {
         prediction.band = capplan::catalog::band::c_star_range(
             &catalog.bands,

@@ -2,6 +2,7 @@
 
 use super::{count, Document, Report, Table};
 use crate::sim::predict::Prediction;
+use crate::sim::step_parts::SampledStep;
 use crate::slo::format_seconds;
 
 fn ms(seconds: f64) -> String {
@@ -210,11 +211,80 @@ impl Report for Prediction {
             self.elapsed_ms,
             format_seconds(self.slo.ttft_s)
         )]);
+        let mut tables = vec![table];
+        if !self.steps.is_empty() {
+            tables.push(steps_table(&self.steps, self.parallel.pp > 1));
+        }
         Document {
             heading,
-            tables: vec![table],
+            tables,
             notes,
             ..Document::default()
         }
+    }
+}
+
+/// Where the time of the sampled iterations goes, ms: the measured parts, or the roofline's
+/// two bounds on a card timed without operator tables.
+fn steps_table(steps: &[SampledStep], staged: bool) -> Table {
+    let roofline = steps.iter().any(|s| s.parts.roofline.is_some());
+    let kernels: &[&str] = if roofline {
+        &["compute (roofline)", "memory (roofline)"]
+    } else {
+        &["weights", "attention", "elementwise"]
+    };
+    let mut headers = vec!["iteration", "prompt tokens", "decoding", "context"];
+    headers.extend_from_slice(kernels);
+    headers.extend_from_slice(&["communication", "overhead", "total", "CUDA graph"]);
+    let fine = |seconds: f64| format!("{:.2}", seconds * 1e3);
+    let rows = steps
+        .iter()
+        .map(|step| {
+            let parts = &step.parts;
+            let mut row = vec![
+                step.step.clone(),
+                format!("{:.0}", step.prompt_tokens),
+                format!("{:.0}", step.decoding),
+                if step.decoding > 0.0 {
+                    format!("{:.0}", step.context)
+                } else {
+                    "-".into()
+                },
+            ];
+            match parts.roofline {
+                Some(bounds) => row.extend([fine(bounds.compute), fine(bounds.memory)]),
+                None => row.extend([
+                    fine(parts.weights),
+                    fine(parts.attention),
+                    fine(parts.elementwise),
+                ]),
+            }
+            row.extend([
+                fine(parts.communication),
+                fine(parts.overhead),
+                fine(step.total_s),
+                parts
+                    .graph_batch
+                    .map_or_else(|| "eager".into(), |size| format!("{size:.0}")),
+            ]);
+            row
+        })
+        .collect();
+    Table {
+        caption: Some(format!(
+            "Where an iteration's time goes, ms on each card of {} (they run in lockstep){}",
+            if staged {
+                "a pipeline stage"
+            } else {
+                "the instance"
+            },
+            if roofline {
+                "; the roofline counts the longer of its two bounds"
+            } else {
+                ""
+            }
+        )),
+        headers: headers.into_iter().map(String::from).collect(),
+        rows,
     }
 }

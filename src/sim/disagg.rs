@@ -405,17 +405,11 @@ mod tests {
     use super::*;
     use crate::catalog::{Catalog, Dtype};
     use crate::slo::Percentile;
-    use crate::workload::{ThinkTime, Workload};
+    use crate::workload::Workload;
 
     fn request(input: u32, output: u32, tpot_s: Option<f64>) -> PredictRequest {
         PredictRequest::new(
-            Workload {
-                input_tokens: TokenLengths::Fixed { tokens: input },
-                output_tokens: TokenLengths::Fixed { tokens: output },
-                think_time: ThinkTime::NONE,
-                prefix_share: PrefixShare::NONE,
-                speculation: None,
-            },
+            Workload::fixed(input, output),
             Slo {
                 ttft_s: 1.0,
                 tpot_s,

@@ -16,6 +16,8 @@ pub mod perf;
 pub mod predict;
 pub mod prefix_cache;
 pub mod serve;
+pub mod step_parts;
 pub mod virtual_run;
 
 pub use perf::{Efficiency, PerfModel, StepTime, StepWork};
+pub use step_parts::{Roofline, StepParts};

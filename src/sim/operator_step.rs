@@ -110,6 +110,10 @@ pub struct OperatorStep {
     /// as the engine runs a step with prompt tokens and a decode-only step through different
     /// dispatch modes.
     moe_a2a: Option<MoeCurve>,
+    /// The model's shape as the all-to-all sees it (`h7168.k8.e256`), when the layout
+    /// dispatches its tokens to their experts' cards and the tables measured that exchange
+    /// (`expert_exchange_*`: DeepEP under SGLang), for both phases.
+    exchange: Option<String>,
     tp: u32,
     /// The whole layout: attention replicas divide each step's tokens, expert ranks the
     /// experts, pipeline stages hand activations on.
@@ -382,6 +386,9 @@ impl OperatorStep {
             ),
             None => (None, None),
         };
+        let exchange = model
+            .moe_shape()
+            .and_then(|shape| exchange_variant(&tables, parallel, expert_dtype, &shape));
         let sliding = match (model.sliding_window, model.sliding_layers) {
             (Some(window), Some(layers)) if window > 0 && layers > 0 => Some((
                 f64::from(window),
@@ -397,6 +404,7 @@ impl OperatorStep {
             module,
             moe_table,
             moe_a2a,
+            exchange,
             layers: f64::from(model.layers),
             hidden,
             projections,
@@ -594,7 +602,7 @@ impl OperatorStep {
         } else if self.parallel.dp > 1 {
             all_reduce
                 + (1.0 - self.moe_layer_share) * all_reduce
-                + self.moe_layer_share * self.expert_exchange_us(m, local)
+                + self.moe_layer_share * self.expert_exchange_us(m, local, kind.phase())
         } else {
             2.0 * all_reduce
         };
@@ -698,15 +706,30 @@ impl OperatorStep {
     }
 
     /// Sending each of the instance's `m` tokens to the cards of its experts and the results
-    /// back (two all-to-alls over a stage's cards), µs: FP8 activations out when the layout
-    /// runs 8-bit or narrower (DeepEP and the engines' FP8 dispatch), 16-bit results back.
-    fn expert_exchange_us(&self, m: f64, local: f64) -> f64 {
+    /// back (two all-to-alls over a stage's cards), µs. Where the tables measured the
+    /// exchange (DeepEP's kernels, by the tokens a card sends), from them — scaled from the
+    /// measured width to the layout's by what the link model says the two move; else from
+    /// the link: FP8 activations out when the layout runs 8-bit or narrower (DeepEP and the
+    /// engines' FP8 dispatch), 16-bit results back.
+    fn expert_exchange_us(&self, m: f64, local: f64, phase: MoePhase) -> f64 {
         let ranks = self.parallel.stage_cards();
         // The busiest replica's cards send the most; the exchange waits for them.
-        let per_rank = (m / f64::from(ranks))
-            .max(local * f64::from(self.parallel.dp.max(1)) / f64::from(ranks))
-            * self.experts_per_token
-            * self.hidden;
+        let tokens = (m / f64::from(ranks))
+            .max(local * f64::from(self.parallel.dp.max(1)) / f64::from(ranks));
+        if let Some(shape) = &self.exchange {
+            if let Some((measured, us)) = self.tables.exchange_us(phase, shape, ranks, tokens) {
+                let moved = |cards: u32| {
+                    let bytes = tokens * self.ranks_reached(cards) * self.hidden * 1.5;
+                    self.fabric().all_to_all_s(cards, bytes)
+                };
+                return if measured == ranks {
+                    us
+                } else {
+                    us * moved(ranks) / moved(measured)
+                };
+            }
+        }
+        let per_rank = tokens * self.experts_per_token * self.hidden;
         let out = if matches!(self.gemm, GemmSource::Table(ref t) if t != "bf16") {
             1.0
         } else {
@@ -715,6 +738,22 @@ impl OperatorStep {
         let fabric = self.fabric();
         (fabric.all_to_all_s(ranks, per_rank * out) + fabric.all_to_all_s(ranks, per_rank * 2.0))
             * 1e6
+    }
+
+    /// Cards a token's experts sit on, expected, with the experts spread evenly over `cards`
+    /// and each token choosing `experts_per_token` of them at random: an all-to-all sends a
+    /// token once to each such card (DeepEP and the engines' dispatch group a token's experts
+    /// by card), so the bytes grow with this, not with the experts chosen.
+    fn ranks_reached(&self, cards: u32) -> f64 {
+        let cards = f64::from(cards.max(1));
+        let elsewhere = self.experts - self.experts / cards;
+        let mut none_here = 1.0;
+        let mut i = 0.0;
+        while i < self.experts_per_token {
+            none_here *= ((elsewhere - i) / (self.experts - i)).max(0.0);
+            i += 1.0;
+        }
+        cards * (1.0 - none_here)
     }
 
     /// One expert layer's FFN for `m` tokens, µs. Engines run the routed experts as one
@@ -793,7 +832,8 @@ impl OperatorStep {
         let local = self.busiest_replica_tokens(work, m);
         // A prompt step times its layers apart only where its experts' dispatch mode differs
         // (all-to-all curves per phase); elsewhere it shares the decode steps' memo.
-        let prefill = self.moe_a2a.is_some() && work.prefill_tokens > 0.0;
+        let prefill =
+            (self.moe_a2a.is_some() || self.exchange.is_some()) && work.prefill_tokens > 0.0;
         let kind = LayerKind::of(prefill, graph);
         let (gemm, communication) = self.layer_us(m, local, kind);
         // Attention replicas share the sequences; a prompt chunk runs on one of them, and the
@@ -1122,6 +1162,39 @@ fn moe_a2a_variant(
             shape: shape.to_string(),
             tp: 1,
             ep,
+        })
+}
+
+/// The model's shape as the measured all-to-all sees it, if `parallel` sends tokens to their
+/// experts' cards (attention replicas over cards that spread the experts by expert
+/// parallelism alone, as `moe_a2a_variant` asks) and the tables measured that exchange for
+/// both phases.
+fn exchange_variant(
+    tables: &OperatorTables,
+    parallel: &Parallelism,
+    expert_dtype: Dtype,
+    moe_shape: &str,
+) -> Option<String> {
+    use crate::catalog::operators::expert_exchange::{exchange_shape, DEEPEP};
+    let ep = parallel.ep.max(1);
+    if parallel.dp <= 1 || ep <= 1 || parallel.moe_tp() != 1 {
+        return None;
+    }
+    let shape = exchange_shape(moe_shape)?;
+    // The payload the engine sends: the experts' own format where it was measured (NVFP4
+    // experts take NVFP4 tokens, FP8 ones FP8), DeepEP's rows, which record none, else.
+    let payloads: &[&str] = match expert_dtype {
+        Dtype::Fp4 => &["nvfp4", "fp8", DEEPEP],
+        Dtype::Fp8 | Dtype::Int4 | Dtype::Int8 => &["fp8", DEEPEP],
+        Dtype::Fp16 | Dtype::Bf16 | Dtype::Fp32 => &["bf16", DEEPEP],
+    };
+    payloads
+        .iter()
+        .map(|payload| format!("{payload}.{shape}"))
+        .find(|variant| {
+            [MoePhase::Decode, MoePhase::Prefill]
+                .iter()
+                .all(|&phase| tables.exchange_us(phase, variant, ep, 1.0).is_some())
         })
 }
 
@@ -1888,6 +1961,75 @@ mod tests {
         let kimi_module = kimi.module.clone().expect("a module table");
         assert_eq!(kimi_module.variant, "bf16.kv_fp8.h7168");
         assert_eq!(kimi.heads_per_card, 8.0);
+    }
+
+    /// DeepSeek-V3 over eight B200s, eight attention replicas (SGLang's DeepEP layout): a
+    /// layer's all-to-all out and back is DeepEP's measured one — the low-latency kernels for
+    /// a decode step, the normal ones for a prompt's — read at the tokens a card sends; over
+    /// four cards the eight-card curve is scaled by what the link moves (a token reaches
+    /// fewer cards), over sixteen by more. vLLM's tables measured no exchange: the link alone
+    /// times it.
+    #[test]
+    fn the_expert_exchange_is_timed_from_the_measured_all_to_all() {
+        let layout = |dp: u32| Parallelism {
+            dp,
+            ep: dp,
+            ..Parallelism::tensor(1)
+        };
+        let sglang = |dp| {
+            shipped_step(
+                ("b200_sxm", "sglang"),
+                "deepseek-v3",
+                layout(dp),
+                [Dtype::Fp8; 3],
+            )
+        };
+        let eight = sglang(8);
+        assert_eq!(eight.exchange.as_deref(), Some("deepep.h7168.k8.e256"));
+        let tables = eight.tables().clone();
+        let measured = |phase, tokens| {
+            tables
+                .exchange_us(phase, "deepep.h7168.k8.e256", 8, tokens)
+                .unwrap()
+                .1
+        };
+        // Sixteen sequences decoding: two a card.
+        let decode = eight.expert_exchange_us(16.0, 2.0, MoePhase::Decode);
+        assert!((decode - measured(MoePhase::Decode, 2.0)).abs() < 1e-9);
+        // A whole step: the 58 expert layers' exchanges are its communication (one card per
+        // replica: no all-reduce).
+        let mut work = StepWork::default();
+        work.add_decode(16.0, 16.0 * 2048.0);
+        let time = eight.time(&work, Some(16.0));
+        assert!(
+            (time.communication - 58.0 * decode * 1e-6).abs() < 1e-9,
+            "{time:?}"
+        );
+        // An 8 192-token prompt on one replica: that card sends all of it, the normal way.
+        let prompt = eight.expert_exchange_us(8192.0, 8192.0, MoePhase::Prefill);
+        assert!((prompt - measured(MoePhase::Prefill, 8192.0)).abs() < 1e-9);
+        assert!(prompt > 10.0 * decode);
+        // Fewer cards, fewer of them reached by each token: 3.6 of 4 against 5.3 of 8.
+        assert!((eight.ranks_reached(4) - 3.6).abs() < 0.05);
+        assert!((eight.ranks_reached(8) - 5.26).abs() < 0.05);
+        let four = sglang(4).expert_exchange_us(32768.0, 8192.0, MoePhase::Prefill);
+        assert!(
+            four < 0.7 * prompt && four > 0.4 * prompt,
+            "{four} {prompt}"
+        );
+        let sixteen = sglang(16).expert_exchange_us(131072.0, 8192.0, MoePhase::Prefill);
+        assert!(sixteen > prompt, "{sixteen} {prompt}");
+        // vLLM measured no exchange: bytes over the link (here the fallback link of a step
+        // given no node shape, two hops of its latency), well under DeepEP's kernels.
+        let vllm = shipped_step(
+            ("b200_sxm", "vllm"),
+            "deepseek-v3",
+            layout(8),
+            [Dtype::Fp8; 3],
+        );
+        assert_eq!(vllm.exchange, None);
+        let link = vllm.expert_exchange_us(16.0, 2.0, MoePhase::Decode);
+        assert!(link < decode / 1.5, "{link} {decode}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use super::fabric::Fabric;
 use super::operator_step::OperatorStep;
+use super::step_parts::{Roofline, StepParts};
 use crate::catalog::{Card, Dtype, Model, Node, Parallelism};
 
 /// The share of peak HBM bandwidth the engines' fused mixture-of-experts kernels reach while
@@ -471,6 +472,11 @@ impl PerfModel {
     }
 
     pub fn step_time(&self, work: &StepWork) -> StepTime {
+        self.step_parts(work).time()
+    }
+
+    /// [`PerfModel::step_time`] by kind of work: what `predict --breakdown` prints.
+    pub fn step_parts(&self, work: &StepWork) -> StepParts {
         let eff = &self.efficiency;
         if let Some(operators) = &self.operators {
             let graph = if work.prefill_tokens == 0.0 {
@@ -488,14 +494,14 @@ impl PerfModel {
             let overhead =
                 (eff.step_overhead_ms + eff.seq_overhead_ms * self.replica_sequences(work) + eager)
                     * 1e-3;
-            let compute = (kernels.gemm + kernels.attention + kernels.other) * scale;
-            let communication = kernels.communication * scale;
-            return StepTime {
-                compute,
-                memory: 0.0,
-                communication,
+            return StepParts {
+                weights: kernels.gemm * scale,
+                attention: kernels.attention * scale,
+                elementwise: kernels.other * scale,
+                roofline: None,
+                communication: kernels.communication * scale,
                 overhead,
-                total: compute + communication + overhead,
+                graph_batch: graph,
             };
         }
         let tp = f64::from(self.tp);
@@ -551,12 +557,14 @@ impl PerfModel {
         let overhead =
             (eff.step_overhead_ms + eff.seq_overhead_ms * self.replica_sequences(work) + eager)
                 * 1e-3;
-        StepTime {
-            compute,
-            memory,
+        StepParts {
+            weights: 0.0,
+            attention: 0.0,
+            elementwise: 0.0,
+            roofline: Some(Roofline { compute, memory }),
             communication,
             overhead,
-            total: compute.max(memory) + communication + overhead,
+            graph_batch: graph,
         }
     }
 }

@@ -337,6 +337,10 @@ pub struct Prediction {
     /// The same workers as a disaggregated deployment (prefill and decode pools), or why
     /// not; set by the caller (`None`: not asked).
     pub disaggregated: Option<Result<super::disagg::Disaggregated, String>>,
+    /// With `--breakdown`: where the time of a few telling iterations goes (set by the
+    /// caller, see [`super::step_parts::sampled_steps`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<super::step_parts::SampledStep>,
     /// The search stopped once C* proved below this many users (see
     /// [`SearchHints::needed`]): `c_star` is then only the highest level passed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -882,6 +886,7 @@ fn predict_shell(
         memory,
         instances_per_node: 1,
         disaggregated: None,
+        steps: Vec::new(),
         below: None,
         elapsed_ms: 0.0,
     };

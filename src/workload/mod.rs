@@ -34,9 +34,15 @@ impl Workload {
     /// The assumption when nobody says otherwise: a chat turn of 512 tokens in and 256 out,
     /// users back to back (in-flight requests = users, the conservative reading).
     pub fn default_chat() -> Workload {
+        Workload::fixed(512, 256)
+    }
+
+    /// Every request `input` tokens in and `output` out, users back to back, nothing cached,
+    /// no speculation.
+    pub fn fixed(input: u32, output: u32) -> Workload {
         Workload {
-            input_tokens: TokenLengths::Fixed { tokens: 512 },
-            output_tokens: TokenLengths::Fixed { tokens: 256 },
+            input_tokens: TokenLengths::Fixed { tokens: input },
+            output_tokens: TokenLengths::Fixed { tokens: output },
             think_time: ThinkTime::NONE,
             prefix_share: PrefixShare::NONE,
             speculation: None,

@@ -808,6 +808,10 @@ fn convert_one(
     filled += wide.filled;
     axes.push_str(&wide.axes);
     data.push_str(&wide.data);
+    let exchange = super::expert_exchange::reduce(dir, engine, moe_shapes)?;
+    filled += exchange.filled;
+    axes.push_str(&exchange.axes);
+    data.push_str(&exchange.data);
     let linear =
         super::linear_attention::reduce(dir, engine, &gemm_version, &shapes.linear_attention)?;
     axes.push_str(&linear.axes);
@@ -950,6 +954,10 @@ fn convert_one(
     if let Some(v) = &wide.version {
         body.push_str(&format!("meta,version.moe_a2a,{v}\n"));
         versions.push(format!("moe_a2a {v}"));
+    }
+    if let Some(v) = &exchange.version {
+        body.push_str(&format!("meta,version.expert_exchange,{v}\n"));
+        versions.push(format!("expert_exchange {v}"));
     }
     if let Some(v) = &mla_version {
         body.push_str(&format!("meta,version.mla,{v}\n"));

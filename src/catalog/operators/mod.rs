@@ -7,6 +7,7 @@
 
 pub mod attention_module;
 pub mod convert;
+pub mod expert_exchange;
 pub mod grid;
 pub mod linear_attention;
 pub mod tables;

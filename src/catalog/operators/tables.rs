@@ -17,6 +17,8 @@
 //! moe,fp8_block.h7168.i2048.k8.e256,<moe tp>,<moe ep>,<µs along tokens>  # a fused MoE layer
 //! moe_a2a_decode,fp8_block.h7168.i2048.k8.e256,1,<moe ep>,<µs along tokens>  # experts fed by
 //! moe_a2a_prefill,fp8_block.h7168.i2048.k8.e256,1,<moe ep>,<µs along tokens> #   an all-to-all
+//! expert_exchange_decode,h7168.k8.e256,<ep>,,<µs along tokens a card sends>  # that all-to-all:
+//! expert_exchange_prefill,h7168.k8.e256,<ep>,,<µs along tokens a card sends> #   out and back
 //! context_mla,kv_bf16,<heads per card>,<sequences>,<µs along isl>  # latent attention
 //! generation_mla,kv_fp8,<heads per card>,<sequences>,<µs along kv_len>
 //! gdn_context,k4.v16.dk128.dv128,,,<µs along tokens>   # linear attention's own kernels
@@ -37,6 +39,8 @@
 //! `moe_a2a_prefill` are the same layer as large expert-parallel deployments run it: each
 //! card computes only the tokens an all-to-all dispatch delivers to its experts (SGLang's
 //! DeepEP path, TensorRT-LLM's wide-EP path), per phase where the engine runs them apart.
+//! `expert_exchange_*` time that all-to-all itself, dispatch and combine of one layer, by the
+//! tokens each card sends (`expert_exchange`).
 //!
 //! Every variant of a table must cover every combination of its leading axes' values, so the
 //! values form a full grid.
@@ -55,7 +59,7 @@ const BANDWIDTH_PROBE_BYTES: f64 = 67_108_864.0;
 const SLOWER_PATH_SHARE: f64 = 0.5;
 
 /// The tables this reader knows and their axes, in order.
-const TABLES: [(&str, &[&str]); 16] = [
+const TABLES: [(&str, &[&str]); 18] = [
     ("gemm", &["n", "k", "m"]),
     ("context_attention", &["batch_heads", "isl"]),
     ("generation_attention", &["batch_kv_heads", "kv_len"]),
@@ -64,6 +68,8 @@ const TABLES: [(&str, &[&str]); 16] = [
     ("moe", &["moe_tp", "moe_ep", "tokens"]),
     ("moe_a2a_decode", &["moe_tp", "moe_ep", "tokens"]),
     ("moe_a2a_prefill", &["moe_tp", "moe_ep", "tokens"]),
+    ("expert_exchange_decode", &["ep", "tokens"]),
+    ("expert_exchange_prefill", &["ep", "tokens"]),
     ("context_mla", &["heads", "batch", "isl"]),
     ("generation_mla", &["heads", "batch", "kv_len"]),
     ("gdn_context", &["tokens"]),
@@ -99,6 +105,10 @@ pub struct OperatorTables {
     /// The same layer behind an all-to-all dispatch, by (phase, `<dtype>.<shape>`, moe ep):
     /// measured with the experts spread over `ep` cards only (moe tp 1).
     moe_a2a: BTreeMap<(MoePhase, String, u32), Grid>,
+    /// The all-to-all that feeds them, dispatch and combine of one layer, by (phase,
+    /// `h<hidden>.k<experts per token>.e<experts>`, expert-parallel cards), along the tokens
+    /// one card sends.
+    exchange: BTreeMap<(MoePhase, String, u32), Grid>,
     /// Latent (MLA) attention by KV format, over heads per card, sequences and length.
     context_mla: BTreeMap<String, Grid>,
     generation_mla: BTreeMap<String, Grid>,
@@ -281,6 +291,24 @@ impl OperatorTables {
                 }
                 continue;
             }
+            let exchange = match table.as_str() {
+                "expert_exchange_decode" => Some(MoePhase::Decode),
+                "expert_exchange_prefill" => Some(MoePhase::Prefill),
+                _ => None,
+            };
+            if let Some(phase) = exchange {
+                let tokens = declared
+                    .get("tokens")
+                    .cloned()
+                    .ok_or_else(|| bad(format!("{table} needs an axis 'tokens'")))?;
+                for (key, values) in lines {
+                    let ep = key[0] as u32;
+                    let grid = Grid::new(vec![tokens.clone()], &values)
+                        .ok_or_else(|| bad(format!("{table} {variant} ep {ep}")))?;
+                    tables.exchange.insert((phase, variant.clone(), ep), grid);
+                }
+                continue;
+            }
             if table == "all_reduce" {
                 let bytes = declared
                     .get("bytes")
@@ -434,6 +462,26 @@ impl OperatorTables {
         self.moe
             .get(&(format!("{dtype}.{shape}"), moe_tp, moe_ep))
             .map(|grid| grid.at_monotone(&[tokens]))
+    }
+
+    /// One layer's all-to-all out to the experts' cards and back (`expert_exchange_*`), µs,
+    /// for `tokens` sent by each card, at the measured expert-parallel width nearest `ep`
+    /// (returned beside it: the caller scales to its own width).
+    pub fn exchange_us(
+        &self,
+        phase: MoePhase,
+        shape: &str,
+        ep: u32,
+        tokens: f64,
+    ) -> Option<(u32, f64)> {
+        let nearest = self
+            .exchange
+            .keys()
+            .filter(|(p, s, _)| *p == phase && s == shape)
+            .map(|(_, _, width)| *width)
+            .min_by_key(|width| width.abs_diff(ep))?;
+        let grid = self.exchange.get(&(phase, shape.to_string(), nearest))?;
+        Some((nearest, grid.at_monotone(&[tokens])))
     }
 
     /// One MoE layer behind an all-to-all dispatch in `phase`, for `tokens` tokens of all
