@@ -119,18 +119,15 @@ fn stopping_losers_early_leaves_every_plan_as_it_was() {
         assert_eq!(p.nodes, f.nodes, "{what}");
         assert_eq!(p.users_per_instance, f.users_per_instance, "{what}");
         assert_eq!(p.evidence, f.evidence, "{what}");
-        // A layout stopped short needs more nodes than the plan's, in full.
-        let chosen = p.split.disaggregated.map_or(p.split, |_| {
-            let mut aggregated = p.split;
-            aggregated.disaggregated = None;
-            aggregated
-        });
-        let chosen_nodes = f
+        // A layout stopped short needs more nodes than the best aggregated split, in full
+        // (the plan may be another split disaggregated).
+        let (chosen_nodes, chosen) = f
             .splits
             .iter()
-            .find(|s| s.split == chosen)
-            .and_then(|s| s.nodes)
-            .expect("the chosen split in full");
+            .filter(|s| s.status == "planned" && s.split.disaggregated.is_none())
+            .filter_map(|s| s.nodes.map(|nodes| (nodes, s.split)))
+            .min_by_key(|(nodes, split)| (*nodes, split.instances))
+            .expect("an aggregated split planned in full");
         for outcome in p.splits.iter().filter(|s| s.status == "cannot win") {
             stopped += 1;
             let in_full = f

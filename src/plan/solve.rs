@@ -235,8 +235,9 @@ pub fn solve(
         corrections: &corrections,
     };
     // The predicted winners' instances as disaggregated deployments, all at once: a first
-    // pass ranks each model's node shapes; the leading ones are tried disaggregated (two
-    // more predictions each), and the second pass plans with them.
+    // pass ranks each model's node shapes; on the leading ones the split chosen and the best
+    // of the other kind are tried disaggregated (two more predictions each), and the second
+    // pass plans with them.
     let mut disaggregate: Vec<(String, String)> = Vec::new();
     if let Some(predictor) = predictor.as_mut() {
         let mut winners = Vec::new();
@@ -265,8 +266,12 @@ pub fn solve(
                 let node = nodes.iter().find(|n| n.name == plan.node);
                 let card = catalog.cards.iter().find(|c| c.name == plan.card);
                 if let (Some(node), Some(card)) = (node, card) {
-                    if plan.source == PointSource::Predicted && plan.split.per_card == 1 {
-                        winners.push((*model, card, *node, plan.split.parallel));
+                    let chosen = (plan.source == PointSource::Predicted).then_some(&plan.split);
+                    let tried = disaggregation_candidates(chosen, &plan.splits);
+                    for split in &tried {
+                        winners.push((*model, card, *node, split.parallel));
+                    }
+                    if !tried.is_empty() {
                         disaggregate.push((model.name.clone(), node.name.clone()));
                     }
                 }
@@ -678,9 +683,51 @@ struct NodePlanner<'a> {
     corrections: &'a PredictionCorrections,
 }
 
+/// The aggregated splits of a node worth trying as disaggregated deployments, when the
+/// `chosen` one was predicted: it, and the best predicted split of the other kind among
+/// `outcomes` — attention replicas over expert-parallel cards where the chosen split has
+/// none, or the reverse. A split that loses aggregated can win disaggregated: DeepSeek-R1 on
+/// eight H200s is planned at TP 8 (135 users a node) over DP 8 EP 8, yet DP 8 EP 8 as one
+/// prefill and four decode workers held 155. Only whole-card instances are predicted.
+fn disaggregation_candidates(
+    chosen: Option<&NodeSplit>,
+    outcomes: &[SplitOutcome],
+) -> Vec<NodeSplit> {
+    // A measured or imported plan is not overridden by a prediction (see `plan_node`).
+    let Some(chosen) = chosen else {
+        return Vec::new();
+    };
+    let replicated = |split: &NodeSplit| split.parallel.dp > 1;
+    let whole = |split: &NodeSplit| split.per_card == 1 && split.disaggregated.is_none();
+    let mut candidates: Vec<NodeSplit> = Some(*chosen).filter(whole).into_iter().collect();
+    // Of the other kind: the planned split needing the fewest nodes, else — where the search
+    // stopped each as soon as it could not beat the chosen one aggregated — the one of the
+    // widest instances (the layout disaggregated deployments of these models run).
+    let other = outcomes
+        .iter()
+        .filter(|o| {
+            (o.status == "planned" || o.status == "cannot win")
+                && o.source == Some(PointSource::Predicted)
+                && whole(&o.split)
+                && replicated(&o.split) != replicated(chosen)
+        })
+        .min_by_key(|o| {
+            (
+                o.status != "planned",
+                o.nodes.unwrap_or(u64::MAX),
+                o.split.instances,
+            )
+        });
+    if let Some(outcome) = other {
+        candidates.push(outcome.split);
+    }
+    candidates
+}
+
 /// The best split of `node` for `model`, or the capacity it is missing; points of no use go
 /// to `skipped`, predictions come from `predictor`, and with `disaggregate` the split chosen
-/// is also tried as a disaggregated deployment.
+/// and the best of the other kind ([`disaggregation_candidates`]) are also tried as
+/// disaggregated deployments.
 fn plan_node(
     planner: &NodePlanner,
     model: &Model,
@@ -796,12 +843,15 @@ fn plan_node(
         }
     }
 
-    // The predicted winner's instances as prefill and decode workers: kept when that needs
-    // fewer nodes (see `crate::sim::disagg`).
-    if let (Some((split, point, nodes, _)), Some(predictor), true) =
-        (&best, predictor.as_mut(), disaggregate)
-    {
-        if point.source == PointSource::Predicted && split.per_card == 1 {
+    // The predicted winner's instances as prefill and decode workers, and those of the best
+    // split of the other kind (attention replicas or not): kept when that needs fewer nodes
+    // (see `crate::sim::disagg`).
+    if let (Some(predictor), true) = (predictor.as_mut(), disaggregate) {
+        let chosen = best
+            .as_ref()
+            .filter(|(_, point, _, _)| point.source == PointSource::Predicted)
+            .map(|(split, _, _, _)| split);
+        for split in disaggregation_candidates(chosen, &outcomes) {
             let tried = predictor
                 .predict_disaggregated(model, card, node, split.parallel)
                 .map(|(point, pd)| (corrections.apply(point), pd))
@@ -812,7 +862,8 @@ fn plan_node(
                 });
             match tried {
                 Ok((pd_point, pd, capacity)) => {
-                    let pd_nodes = split_nodes(split, capacity.per_instance, demand_units, request);
+                    let pd_nodes =
+                        split_nodes(&split, capacity.per_instance, demand_units, request);
                     let pd_split = split.disaggregated(pd);
                     outcomes.push(SplitOutcome {
                         split: pd_split,
@@ -822,12 +873,15 @@ fn plan_node(
                         source: Some(pd_point.source),
                         reason: None,
                     });
-                    if pd_nodes < *nodes {
+                    if best
+                        .as_ref()
+                        .is_none_or(|(_, _, nodes, _)| pd_nodes < *nodes)
+                    {
                         best = Some((pd_split, pd_point, pd_nodes, capacity));
                     }
                 }
                 Err(reason) => outcomes.push(SplitOutcome {
-                    split: *split,
+                    split,
                     status: "not disaggregated".into(),
                     users_per_instance: None,
                     nodes: None,
@@ -921,5 +975,87 @@ fn rank(plans: &mut [NodePlan]) {
             seen_cards.push(plan.card.clone());
             plan.best_for_card = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Parallelism;
+
+    fn outcome(split: NodeSplit, status: &str, nodes: Option<u64>) -> SplitOutcome {
+        SplitOutcome {
+            split,
+            status: status.into(),
+            users_per_instance: None,
+            nodes,
+            source: Some(PointSource::Predicted),
+            reason: None,
+        }
+    }
+
+    fn replicas(dp: u32, instances: u32) -> NodeSplit {
+        let parallel = Parallelism {
+            dp,
+            ep: dp,
+            ..Parallelism::tensor(1)
+        };
+        NodeSplit {
+            instances,
+            tp: 1,
+            per_card: 1,
+            parallel,
+            nodes: 1,
+            disaggregated: None,
+        }
+    }
+
+    fn tensor(tp: u32, instances: u32) -> NodeSplit {
+        NodeSplit {
+            instances,
+            tp,
+            per_card: 1,
+            parallel: Parallelism::tensor(tp),
+            nodes: 1,
+            disaggregated: None,
+        }
+    }
+
+    /// The chosen split and the best of the other kind are tried: a planned one by its nodes,
+    /// else one the search stopped short, of the widest instances; nothing when the chosen
+    /// split was measured, and never a split of the chosen one's kind.
+    #[test]
+    fn the_chosen_split_and_the_best_of_the_other_kind_are_disaggregated() {
+        let tp8 = tensor(8, 1);
+        let stopped = [
+            outcome(tp8, "planned", Some(75)),
+            outcome(tensor(4, 2), "planned", Some(70)),
+            outcome(replicas(4, 2), "cannot win", None),
+            outcome(replicas(8, 1), "cannot win", None),
+        ];
+        assert_eq!(
+            disaggregation_candidates(Some(&tp8), &stopped),
+            vec![tp8, replicas(8, 1)]
+        );
+        let planned = [
+            outcome(replicas(8, 1), "planned", Some(90)),
+            outcome(replicas(4, 2), "planned", Some(80)),
+            outcome(tensor(2, 4), "does not fit", None),
+        ];
+        assert_eq!(
+            disaggregation_candidates(Some(&tp8), &planned),
+            vec![tp8, replicas(4, 2)]
+        );
+        assert_eq!(
+            disaggregation_candidates(Some(&replicas(8, 1)), &stopped),
+            vec![replicas(8, 1), tensor(4, 2)]
+        );
+        assert!(disaggregation_candidates(None, &stopped).is_empty());
+        // A split shared by several instances a card is not predicted.
+        let shared = NodeSplit {
+            per_card: 2,
+            ..tensor(1, 16)
+        };
+        assert_eq!(disaggregation_candidates(Some(&shared), &planned).len(), 1);
     }
 }

@@ -1,6 +1,6 @@
 //! The simulated engine as the planner's predictor of capacity.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::engine::EngineOptions;
@@ -136,15 +136,19 @@ impl CapacityPredictor for SimPredictor {
     }
 
     fn estimate_all(&mut self, wanted: &[Wanted]) -> Vec<Option<f64>> {
+        // Keys built once per layout asked: each is a few strings (formatted, for a layout
+        // across domains), and a plan asks for thousands.
         let mut jobs: Vec<Job> = Vec::new();
+        let mut keys: Vec<Key> = Vec::new();
+        let mut seen: HashSet<Key> = HashSet::new();
         for want in wanted {
             let job = self.job(want.model, want.card, want.node, want.parallel);
             let key = job.key();
-            if !self.estimates.contains_key(&key) && !jobs.iter().any(|j| j.key() == key) {
+            if !self.estimates.contains_key(&key) && seen.insert(key.clone()) {
+                keys.push(key);
                 jobs.push(job);
             }
         }
-        let keys: Vec<Key> = jobs.iter().map(Job::key).collect();
         let estimates = on_all_cores(&jobs, |job| self.estimate_job(job));
         self.estimates.extend(keys.into_iter().zip(estimates));
         wanted
@@ -161,12 +165,12 @@ impl CapacityPredictor for SimPredictor {
         parallel: Parallelism,
     ) -> Result<(CapacityPoint, PdSplit), String> {
         let job = self.job(model, card, node, parallel);
-        if let Some(known) = self.disaggregated.get(&job.disaggregated_key()) {
+        let key = job.disaggregated_key();
+        if let Some(known) = self.disaggregated.get(&key) {
             return known.clone();
         }
         let answer = self.compute_disaggregated(&job);
-        self.disaggregated
-            .insert(job.disaggregated_key(), answer.clone());
+        self.disaggregated.insert(key, answer.clone());
         answer
     }
 
@@ -179,7 +183,8 @@ impl CapacityPredictor for SimPredictor {
     }
 
     fn prepare(&mut self, wanted: &[Wanted]) {
-        let mut jobs: Vec<Job> = Vec::new();
+        let mut jobs: Vec<(Key, Job)> = Vec::new();
+        let mut seen: HashMap<Key, usize> = HashMap::new();
         for want in wanted {
             let mut job = self.job(want.model, want.card, want.node, want.parallel);
             let key = job.key();
@@ -192,33 +197,34 @@ impl CapacityPredictor for SimPredictor {
                 continue;
             }
             // Asked twice: the search must answer both (the fewer users needed, or C* itself).
-            if let Some(same) = jobs.iter_mut().find(|j| j.key() == key) {
-                same.hints.needed = same.hints.needed.zip(want.needed).map(|(a, b)| a.min(b));
+            if let Some(&same) = seen.get(&key) {
+                let hints = &mut jobs[same].1.hints;
+                hints.needed = hints.needed.zip(want.needed).map(|(a, b)| a.min(b));
                 continue;
             }
             self.note_basis(&job);
             job.hints = hints_with(want.estimate, want.needed);
-            jobs.push(job);
+            seen.insert(key.clone(), jobs.len());
+            jobs.push((key, job));
         }
         // The costliest first, so that no core is left with a long one at the end.
-        jobs.sort_by(|a, b| expected_cost(b).total_cmp(&expected_cost(a)));
-        let keys: Vec<Key> = jobs.iter().map(Job::key).collect();
+        jobs.sort_by(|a, b| expected_cost(&b.1).total_cmp(&expected_cost(&a.1)));
+        let (keys, jobs): (Vec<Key>, Vec<Job>) = jobs.into_iter().unzip();
         let answers = self.compute_all(&jobs);
         self.cache.extend(keys.into_iter().zip(answers));
     }
 
     fn prepare_disaggregated(&mut self, wanted: &[(&Model, &Card, &Node, Parallelism)]) {
         let mut jobs: Vec<Job> = Vec::new();
+        let mut keys: Vec<Key> = Vec::new();
         for &(model, card, node, parallel) in wanted {
             let job = self.job(model, card, node, parallel);
             let key = job.disaggregated_key();
-            if !self.disaggregated.contains_key(&key)
-                && !jobs.iter().any(|j| j.disaggregated_key() == key)
-            {
+            if !self.disaggregated.contains_key(&key) && !keys.contains(&key) {
+                keys.push(key);
                 jobs.push(job);
             }
         }
-        let keys: Vec<Key> = jobs.iter().map(Job::disaggregated_key).collect();
         let answers = on_all_cores(&jobs, |job| self.compute_disaggregated(job));
         self.disaggregated.extend(keys.into_iter().zip(answers));
     }

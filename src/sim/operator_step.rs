@@ -769,15 +769,14 @@ impl OperatorStep {
     fn experts_us(&self, m: f64, local: f64, phase: MoePhase) -> f64 {
         let shared = self.expert_gemm_us(local, self.shared_up_n, self.hidden)
             + self.expert_gemm_us(local, self.hidden, self.shared_down_k);
-        let dispatched = self.moe_a2a.as_ref().and_then(|curve| {
-            self.tables
-                .moe_a2a_us(phase, &curve.dtype, &curve.shape, curve.ep, m)
-        });
+        let dispatched = self
+            .moe_a2a
+            .as_ref()
+            .and_then(|curve| self.tables.moe_a2a_at(phase, &curve.variant, curve.ep, m));
         let measured = dispatched.or_else(|| {
-            self.moe_table.as_ref().and_then(|curve| {
-                self.tables
-                    .moe_us(&curve.dtype, &curve.shape, curve.tp, curve.ep, m)
-            })
+            self.moe_table
+                .as_ref()
+                .and_then(|curve| self.tables.moe_at(&curve.variant, curve.tp, curve.ep, m))
         });
         if let Some(measured) = measured {
             return measured + self.shared_experts * shared;
@@ -1022,6 +1021,8 @@ fn fallback_all_reduce_us(tp: u32, bytes: f64) -> f64 {
 struct MoeCurve {
     dtype: String,
     shape: String,
+    /// `<dtype>.<shape>`, the tables' name for the curve, named once.
+    variant: String,
     tp: u32,
     ep: u32,
 }
@@ -1105,6 +1106,7 @@ fn moe_variant(
             .map(|name| MoeCurve {
                 dtype: name.to_string(),
                 shape: shape.to_string(),
+                variant: format!("{name}.{shape}"),
                 tp,
                 ep,
             })
@@ -1160,6 +1162,7 @@ fn moe_a2a_variant(
         .map(|name| MoeCurve {
             dtype: name.to_string(),
             shape: shape.to_string(),
+            variant: format!("{name}.{shape}"),
             tp: 1,
             ep,
         })

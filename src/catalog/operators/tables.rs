@@ -95,20 +95,20 @@ pub struct OperatorTables {
     generation_attention: BTreeMap<String, Grid>,
     /// By (variant, gpus): the all-reduce table is measured at a few GPU counts only, which
     /// are not interpolated between.
-    all_reduce: BTreeMap<(String, u32), Grid>,
+    all_reduce: BTreeMap<String, BTreeMap<u32, Grid>>,
     /// Activation quantisation steps by `<dtype>.<step>` (`fp8.compute_scale`: the
     /// reduction that finds a dynamic per-tensor scale).
     quantize: BTreeMap<String, Grid>,
     /// A fused MoE layer by (`<dtype>.<shape>`, moe tp, moe ep), along tokens: measured at a
     /// few layouts per shape, not interpolated between layouts or shapes.
-    moe: BTreeMap<(String, u32, u32), Grid>,
+    moe: BTreeMap<String, BTreeMap<(u32, u32), Grid>>,
     /// The same layer behind an all-to-all dispatch, by (phase, `<dtype>.<shape>`, moe ep):
     /// measured with the experts spread over `ep` cards only (moe tp 1).
-    moe_a2a: BTreeMap<(MoePhase, String, u32), Grid>,
+    moe_a2a: BTreeMap<String, BTreeMap<(MoePhase, u32), Grid>>,
     /// The all-to-all that feeds them, dispatch and combine of one layer, by (phase,
     /// `h<hidden>.k<experts per token>.e<experts>`, expert-parallel cards), along the tokens
     /// one card sends.
-    exchange: BTreeMap<(MoePhase, String, u32), Grid>,
+    exchange: BTreeMap<String, BTreeMap<(MoePhase, u32), Grid>>,
     /// Latent (MLA) attention by KV format, over heads per card, sequences and length.
     context_mla: BTreeMap<String, Grid>,
     generation_mla: BTreeMap<String, Grid>,
@@ -277,7 +277,11 @@ impl OperatorTables {
                         .ok_or_else(|| bad(format!("{table} {variant} tp {tp} ep {ep}")))?;
                     match phase {
                         None => {
-                            tables.moe.insert((variant.clone(), tp, ep), grid);
+                            tables
+                                .moe
+                                .entry(variant.clone())
+                                .or_default()
+                                .insert((tp, ep), grid);
                         }
                         Some(_) if tp != 1 => {
                             return Err(bad(format!(
@@ -285,7 +289,11 @@ impl OperatorTables {
                             )));
                         }
                         Some(phase) => {
-                            tables.moe_a2a.insert((phase, variant.clone(), ep), grid);
+                            tables
+                                .moe_a2a
+                                .entry(variant.clone())
+                                .or_default()
+                                .insert((phase, ep), grid);
                         }
                     }
                 }
@@ -305,7 +313,11 @@ impl OperatorTables {
                     let ep = key[0] as u32;
                     let grid = Grid::new(vec![tokens.clone()], &values)
                         .ok_or_else(|| bad(format!("{table} {variant} ep {ep}")))?;
-                    tables.exchange.insert((phase, variant.clone(), ep), grid);
+                    tables
+                        .exchange
+                        .entry(variant.clone())
+                        .or_default()
+                        .insert((phase, ep), grid);
                 }
                 continue;
             }
@@ -318,7 +330,11 @@ impl OperatorTables {
                     let gpus = key.first().copied().unwrap_or(0) as u32;
                     let grid = Grid::new(vec![bytes.clone()], &values)
                         .ok_or_else(|| bad(format!("all_reduce {variant} {gpus} GPUs")))?;
-                    tables.all_reduce.insert((variant.clone(), gpus), grid);
+                    tables
+                        .all_reduce
+                        .entry(variant.clone())
+                        .or_default()
+                        .insert(gpus, grid);
                 }
                 continue;
             }
@@ -459,8 +475,15 @@ impl OperatorTables {
         moe_ep: u32,
         tokens: f64,
     ) -> Option<f64> {
+        self.moe_at(&format!("{dtype}.{shape}"), moe_tp, moe_ep, tokens)
+    }
+
+    /// [`OperatorTables::moe_us`] by the variant's name (`fp8_block.h7168.i2048.k8.e256`),
+    /// which a step model names once.
+    pub fn moe_at(&self, variant: &str, moe_tp: u32, moe_ep: u32, tokens: f64) -> Option<f64> {
         self.moe
-            .get(&(format!("{dtype}.{shape}"), moe_tp, moe_ep))
+            .get(variant)?
+            .get(&(moe_tp, moe_ep))
             .map(|grid| grid.at_monotone(&[tokens]))
     }
 
@@ -474,13 +497,12 @@ impl OperatorTables {
         ep: u32,
         tokens: f64,
     ) -> Option<(u32, f64)> {
-        let nearest = self
+        let (&(_, nearest), grid) = self
             .exchange
-            .keys()
-            .filter(|(p, s, _)| *p == phase && s == shape)
-            .map(|(_, _, width)| *width)
-            .min_by_key(|width| width.abs_diff(ep))?;
-        let grid = self.exchange.get(&(phase, shape.to_string(), nearest))?;
+            .get(shape)?
+            .iter()
+            .filter(|((p, _), _)| *p == phase)
+            .min_by_key(|((_, width), _)| width.abs_diff(ep))?;
         Some((nearest, grid.at_monotone(&[tokens])))
     }
 
@@ -498,23 +520,32 @@ impl OperatorTables {
         moe_ep: u32,
         tokens: f64,
     ) -> Option<f64> {
-        let variant = format!("{dtype}.{shape}");
+        self.moe_a2a_at(phase, &format!("{dtype}.{shape}"), moe_ep, tokens)
+    }
+
+    /// [`OperatorTables::moe_a2a_us`] by the variant's name, which a step model names once.
+    pub fn moe_a2a_at(
+        &self,
+        phase: MoePhase,
+        variant: &str,
+        moe_ep: u32,
+        tokens: f64,
+    ) -> Option<f64> {
+        let curves = self.moe_a2a.get(variant)?;
         let at = |ep: u32| {
-            self.moe_a2a
-                .get(&(phase, variant.clone(), ep))
+            curves
+                .get(&(phase, ep))
                 .map(|grid| grid.at_monotone(&[tokens]))
         };
         if let Some(exact) = at(moe_ep) {
             return Some(exact);
         }
-        let widths: Vec<u32> = self
-            .moe_a2a
+        let widths = curves
             .keys()
-            .filter(|(p, v, _)| *p == phase && *v == variant)
-            .map(|(_, _, ep)| *ep)
-            .collect();
-        let below = widths.iter().copied().filter(|&w| w < moe_ep).max()?;
-        let above = widths.iter().copied().filter(|&w| w > moe_ep).min()?;
+            .filter(|(p, _)| *p == phase)
+            .map(|(_, ep)| *ep);
+        let below = widths.clone().filter(|&w| w < moe_ep).max()?;
+        let above = widths.filter(|&w| w > moe_ep).min()?;
         let (low, high) = (at(below)?, at(above)?);
         let share = (f64::from(moe_ep) / f64::from(below)).ln()
             / (f64::from(above) / f64::from(below)).ln();
@@ -523,7 +554,14 @@ impl OperatorTables {
 
     /// Every measured fused-MoE curve: (`<dtype>.<shape>`, moe tp, moe ep).
     pub fn moe_layouts(&self) -> Vec<(String, u32, u32)> {
-        self.moe.keys().cloned().collect()
+        self.moe
+            .iter()
+            .flat_map(|(variant, layouts)| {
+                layouts
+                    .keys()
+                    .map(move |&(tp, ep)| (variant.clone(), tp, ep))
+            })
+            .collect()
     }
 
     /// The expert formats measured for a MoE shape at some layout.
@@ -531,7 +569,7 @@ impl OperatorTables {
         let mut out: Vec<String> = self
             .moe
             .keys()
-            .filter_map(|(variant, _, _)| variant.strip_suffix(&format!(".{shape}")))
+            .filter_map(|variant| variant.strip_suffix(&format!(".{shape}")))
             .map(String::from)
             .collect();
         out.dedup();
@@ -612,8 +650,8 @@ impl OperatorTables {
         };
         let mut counts: Vec<u32> = self
             .all_reduce
-            .keys()
-            .map(|(_, gpus)| *gpus)
+            .values()
+            .flat_map(|groups| groups.keys().copied())
             .filter(|&gpus| gpus > 2)
             .collect();
         counts.sort_unstable();
@@ -630,7 +668,8 @@ impl OperatorTables {
     /// `eager`, `custom`) or NCCL's (`nccl`), µs; `None` when not measured at that GPU count.
     pub fn all_reduce_us(&self, variant: &str, gpus: u32, bytes: f64) -> Option<f64> {
         self.all_reduce
-            .get(&(variant.to_string(), gpus))
+            .get(variant)?
+            .get(&gpus)
             .map(|grid| grid.at_monotone(&[bytes]))
     }
 }
