@@ -1149,7 +1149,7 @@ fn moe_a2a_variant(
     shape: &str,
 ) -> Option<MoeCurve> {
     let ep = parallel.ep.max(1);
-    if parallel.dp <= 1 || ep <= 1 || parallel.moe_tp() != 1 {
+    if !dispatches_to_experts(parallel) {
         return None;
     }
     expert_formats(expert_dtype, model)
@@ -1168,6 +1168,12 @@ fn moe_a2a_variant(
         })
 }
 
+/// Whether `parallel` sends each token to its experts' cards by an all-to-all: attention
+/// replicas over cards that spread the experts by expert parallelism alone.
+fn dispatches_to_experts(parallel: &Parallelism) -> bool {
+    parallel.dp > 1 && parallel.ep > 1 && parallel.moe_tp() == 1
+}
+
 /// The model's shape as the measured all-to-all sees it, if `parallel` sends tokens to their
 /// experts' cards (attention replicas over cards that spread the experts by expert
 /// parallelism alone, as `moe_a2a_variant` asks) and the tables measured that exchange for
@@ -1180,7 +1186,7 @@ fn exchange_variant(
 ) -> Option<String> {
     use crate::catalog::operators::expert_exchange::{exchange_shape, DEEPEP};
     let ep = parallel.ep.max(1);
-    if parallel.dp <= 1 || ep <= 1 || parallel.moe_tp() != 1 {
+    if !dispatches_to_experts(parallel) {
         return None;
     }
     let shape = exchange_shape(moe_shape)?;

@@ -404,15 +404,26 @@ pub(super) fn token_curves(table: &str, token_axis: &[f64], fastest: MoeCells) -
         for (t, l) in curve {
             row[t] = (l * 1000.0).ln();
         }
-        if row.iter().filter(|v| v.is_finite()).count() * 2 < row.len() {
-            continue;
+        if let Some((values, n)) = finished_curve(row) {
+            filled += n;
+            lines.push_str(&format!("{table},{variant},{tp},{ep},{values}\n"));
         }
-        filled += fill(&mut row);
-        never_slower_than_larger(&mut row);
-        let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
-        lines.push_str(&format!("{table},{variant},{tp},{ep},{}\n", join(&values)));
     }
     (lines, filled)
+}
+
+/// A curve along tokens from its measured cells (logarithms, NaN where none was measured):
+/// the gaps filled from the neighbours, none slower than at more tokens, written as a data
+/// line's values, with the cells filled; `None` for a curve measured at fewer than half the
+/// points, which would be extrapolated across most of its length.
+pub(super) fn finished_curve(mut row: Vec<f64>) -> Option<(String, usize)> {
+    if row.iter().filter(|v| v.is_finite()).count() * 2 < row.len() {
+        return None;
+    }
+    let filled = fill(&mut row);
+    never_slower_than_larger(&mut row);
+    let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+    Some((join(&values), filled))
 }
 
 fn convert_one(

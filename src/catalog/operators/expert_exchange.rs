@@ -29,9 +29,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::convert::{
-    axis_line, fill, floats, join, never_slower_than_larger, newest, read, strings,
-};
+use super::convert::{axis_line, finished_curve, floats, newest, read, strings};
 
 /// DeepEP's default SM budget for its normal (prompt) kernels (`Buffer.num_sms`), the one
 /// SGLang runs unless told otherwise.
@@ -131,14 +129,11 @@ pub(super) fn reduce(
             }
         }
         let mut lines = String::new();
-        for ((variant, ep), mut row) in curves {
-            if row.iter().filter(|v| v.is_finite()).count() * 2 < row.len() {
-                continue;
+        for ((variant, ep), row) in curves {
+            if let Some((values, filled)) = finished_curve(row) {
+                out.filled += filled;
+                lines.push_str(&format!("{table},{variant},{ep},,{values}\n"));
             }
-            out.filled += fill(&mut row);
-            never_slower_than_larger(&mut row);
-            let values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
-            lines.push_str(&format!("{table},{variant},{ep},,{}\n", join(&values)));
         }
         if !lines.is_empty() {
             out.axes.push_str(&axis_line(table, "tokens", &axis));

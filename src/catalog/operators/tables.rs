@@ -266,15 +266,26 @@ impl OperatorTables {
                 "moe_a2a_prefill" => Some(MoePhase::Prefill),
                 _ => None,
             };
-            if table == "moe" || phase.is_some() {
-                let tokens = declared
-                    .get("tokens")
+            // A curve per line along the table's one axis (`tokens`, `bytes`), by the line's
+            // keys; `name` says which line a curve that is not one came from.
+            let curves = |axis: &str, name: &dyn Fn(&[u64]) -> String| {
+                let along = declared
+                    .get(axis)
                     .cloned()
-                    .ok_or_else(|| bad(format!("{table} needs an axis 'tokens'")))?;
-                for (key, values) in lines {
+                    .ok_or_else(|| bad(format!("{table} needs an axis '{axis}'")))?;
+                lines
+                    .iter()
+                    .map(|(key, values)| {
+                        Grid::new(vec![along.clone()], values)
+                            .map(|grid| (key.clone(), grid))
+                            .ok_or_else(|| bad(name(key)))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            if table == "moe" || phase.is_some() {
+                let name = |key: &[u64]| format!("{table} {variant} tp {} ep {}", key[0], key[1]);
+                for (key, grid) in curves("tokens", &name)? {
                     let (tp, ep) = (key[0] as u32, key[1] as u32);
-                    let grid = Grid::new(vec![tokens.clone()], &values)
-                        .ok_or_else(|| bad(format!("{table} {variant} tp {tp} ep {ep}")))?;
                     match phase {
                         None => {
                             tables
@@ -305,14 +316,9 @@ impl OperatorTables {
                 _ => None,
             };
             if let Some(phase) = exchange {
-                let tokens = declared
-                    .get("tokens")
-                    .cloned()
-                    .ok_or_else(|| bad(format!("{table} needs an axis 'tokens'")))?;
-                for (key, values) in lines {
+                let name = |key: &[u64]| format!("{table} {variant} ep {}", key[0]);
+                for (key, grid) in curves("tokens", &name)? {
                     let ep = key[0] as u32;
-                    let grid = Grid::new(vec![tokens.clone()], &values)
-                        .ok_or_else(|| bad(format!("{table} {variant} ep {ep}")))?;
                     tables
                         .exchange
                         .entry(variant.clone())
@@ -322,14 +328,10 @@ impl OperatorTables {
                 continue;
             }
             if table == "all_reduce" {
-                let bytes = declared
-                    .get("bytes")
-                    .cloned()
-                    .ok_or_else(|| bad("all_reduce needs an axis 'bytes'".into()))?;
-                for (key, values) in lines {
-                    let gpus = key.first().copied().unwrap_or(0) as u32;
-                    let grid = Grid::new(vec![bytes.clone()], &values)
-                        .ok_or_else(|| bad(format!("all_reduce {variant} {gpus} GPUs")))?;
+                let gpus_of = |key: &[u64]| key.first().copied().unwrap_or(0) as u32;
+                let name = |key: &[u64]| format!("all_reduce {variant} {} GPUs", gpus_of(key));
+                for (key, grid) in curves("bytes", &name)? {
+                    let gpus = gpus_of(&key);
                     tables
                         .all_reduce
                         .entry(variant.clone())
