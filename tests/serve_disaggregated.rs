@@ -158,7 +158,7 @@ async fn prompts_on_prefill_workers_do_not_stall_the_decode_batch() {
     let threshold = (chunk_s + step_s) / 2.0;
 
     let (aggregated, whole) = longest_decode_pause(Engines::Aggregated(Box::new(engine()))).await;
-    let handover = KvHandover::between(&layout, &layout).unwrap();
+    let handover = KvHandover::between(&layout, &layout, 0.0).unwrap();
     let fixed_s = handover.seconds(0.0);
     let disaggregated = Engines::Disaggregated {
         prefill: vec![engine()],

@@ -400,3 +400,62 @@ fn the_overhead_fit_lands_on_the_same_minimum_from_either_side() {
         "{high_step} ms from above, {low_step} ms from below"
     );
 }
+
+/// The hand-off between a disaggregated deployment's pools, fitted from a catalog whose vLLM
+/// profile has none on vLLM's 1 024-token disaggregated rows (the fit subset), comes back to
+/// what the shipped profile carries and takes those rows' TTFT closer; a bad stage name is
+/// refused.
+#[test]
+fn the_disaggregated_fit_finds_the_handoff() {
+    let shipped = capplan::catalog::Catalog::shipped()
+        .unwrap()
+        .engine("vllm")
+        .unwrap()
+        .handoff_ms;
+    assert!(shipped > 0.0);
+    let hardware = common::scratch("handoff-fit");
+    // vLLM's profile is the first with a hand-off line.
+    std::fs::write(
+        hardware.path().join("engines.toml"),
+        common::shipped_engines_with("handoff_ms", "handoff_ms = 0.0"),
+    )
+    .unwrap();
+    let folder = hardware.path().to_str().unwrap();
+    let run = capplan(&[
+        "validate",
+        "--hardware",
+        folder,
+        "--source",
+        "silicon-disagg",
+        "--engine",
+        "vllm",
+        "--fit",
+        "handoff",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    assert!(report["fitted"].as_array().unwrap().is_empty());
+    let fitted = &report["fitted_constants"][0];
+    assert_eq!(fitted["engine"], "vllm");
+    assert_eq!(fitted["constant"], "handoff_ms");
+    assert_eq!(fitted["before"].as_f64(), Some(0.0));
+    let value = fitted["value"].as_f64().unwrap();
+    assert!((value - shipped).abs() < 1.0, "{value} vs {shipped}");
+    let (before, after) = (
+        fitted["median_abs_error_before"].as_f64().unwrap(),
+        fitted["median_abs_error_after"].as_f64().unwrap(),
+    );
+    assert!(after < before / 2.0, "{before} → {after}");
+
+    let run = capplan(&[
+        "validate",
+        "--source",
+        "silicon-disagg",
+        "--fit",
+        "handoffs",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("handoffs") && run.stderr.contains("overheads, moe, handoff"));
+}

@@ -223,6 +223,23 @@ pub struct EngineProfile {
     /// Time from a request's arrival to the engine's queue (HTTP front, tokenisation), ms.
     #[serde(default)]
     pub request_overhead_ms: f64,
+    /// Extra time per mixture-of-experts layer of every iteration, µs: what a running
+    /// engine's expert layer costs beyond the isolated fused-MoE kernel the operator tables
+    /// time (routing and the gaps between the layer's kernels, not attributed further).
+    /// Fitted on one architecture's rows and scored on the others (`moe_source`).
+    #[serde(default)]
+    pub moe_layer_overhead_us: f64,
+    /// Time a disaggregated request spends between its prefill worker's last iteration and
+    /// its decode worker's first token beyond moving the KV bytes, ms: the two schedulers'
+    /// hand-shake, transfer polling and the router. Fitted on one prompt length's rows and
+    /// scored on the others (`handoff_source`).
+    #[serde(default)]
+    pub handoff_ms: f64,
+    /// What `moe_layer_overhead_us` and `handoff_ms` were fitted on, where they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_layer_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_source: Option<String>,
     /// Different scheduler defaults on large cards (vLLM raises its budget on cards of 70 GiB
     /// or more, A100s excepted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -336,6 +353,10 @@ mod tests {
             seq_overhead_us: 1.0,
             eager_layer_overhead_us: 0.0,
             request_overhead_ms: 0.0,
+            moe_layer_overhead_us: 0.0,
+            handoff_ms: 0.0,
+            moe_layer_source: None,
+            handoff_source: None,
             large_cards: None,
             overhead_source: "test".into(),
             source: "test".into(),

@@ -88,10 +88,13 @@ pub struct ValidateArgs {
     /// Print every row's measured and predicted figures
     #[arg(long)]
     pub details: bool,
-    /// Fit each engine profile's per-step and per-sequence overhead on the rows of the fit
-    /// subset, print them, and score with them (paste them into hardware/engines.toml)
-    #[arg(long)]
-    pub fit: bool,
+    /// Fit engine constants on each source's fit subset, print them, and score with them
+    /// (paste them into hardware/engines.toml): `overheads` (per step, per sequence, per
+    /// request; the dense, NIM and BLIS fit rows), `moe` (per expert layer; the
+    /// mixture-of-experts fit rows), `handoff` (between disaggregated pools; the disaggregated
+    /// fit rows), comma-separated; alone, all three in that order, each on the one before
+    #[arg(long, value_name = "WHAT", num_args = 0..=1, default_missing_value = "all", value_delimiter = ',')]
+    pub fit: Option<Vec<String>>,
     /// Time kernels with the roofline everywhere, setting the measured operator tables aside
     /// (the roofline's own error)
     #[arg(long)]

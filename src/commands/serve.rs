@@ -55,7 +55,8 @@ pub fn engines_for(
                 return Err(capplan::InputError::value(problem).into());
             }
             // Both kinds of worker run the layout asked for.
-            let handover = KvHandover::between(layout, layout).map_err(|rejected| {
+            let handoff_ms = calibration.efficiency.handoff_ms;
+            let handover = KvHandover::between(layout, layout, handoff_ms).map_err(|rejected| {
                 capplan::InputError::value(format!("cannot serve: {rejected}"))
             })?;
             let fixed_s = handover.seconds(0.0);

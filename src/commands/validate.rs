@@ -1,8 +1,9 @@
 //! `capplan validate`: which public tables to score, with the catalog's engine profiles or
 //! with overheads fitted here on each source's fit subset.
 
-use capplan::catalog::Catalog;
+use capplan::catalog::{Catalog, EngineProfile};
 use capplan::validate::fit::fit_overheads;
+use capplan::validate::fit_constant::{fit_constant, FittedKind};
 use capplan::validate::{
     blis, score_source, silicon, static_batch, sweeps, TableSource, ValidationReport,
 };
@@ -18,6 +19,59 @@ pub const SOURCES: [&str; 6] = [
     "blis",
     "static-batch",
 ];
+
+/// What one stage of `--fit` fits, and on which sources' fit rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FitStage {
+    /// The per-step, per-sequence and per-request overheads: every source's fit rows but the
+    /// mixture-of-experts and disaggregated ones.
+    Overheads,
+    /// One constant on its own source's fit rows.
+    Constant(FittedKind),
+}
+
+impl FitStage {
+    fn fits_on(self, source: &TableSource) -> bool {
+        let moe = source.model_class == silicon::MOE_CLASS;
+        let disaggregated = source.model_class == silicon::DISAGGREGATED_CLASS;
+        match self {
+            FitStage::Overheads => !moe && !disaggregated,
+            FitStage::Constant(FittedKind::MoeLayer) => moe,
+            FitStage::Constant(FittedKind::Handoff) => disaggregated,
+        }
+    }
+}
+
+/// The stages `--fit` names, in the order they run (each on the one before); none without it.
+fn fit_stages(names: Option<&[String]>) -> Result<Vec<FitStage>, capplan::InputError> {
+    let all = [
+        FitStage::Overheads,
+        FitStage::Constant(FittedKind::MoeLayer),
+        FitStage::Constant(FittedKind::Handoff),
+    ];
+    let Some(names) = names else {
+        return Ok(Vec::new());
+    };
+    let mut wanted = Vec::new();
+    for name in names {
+        let stage = match name.as_str() {
+            "all" => {
+                wanted.extend(all);
+                continue;
+            }
+            "overheads" => FitStage::Overheads,
+            "moe" => FitStage::Constant(FittedKind::MoeLayer),
+            "handoff" => FitStage::Constant(FittedKind::Handoff),
+            other => {
+                return Err(capplan::InputError::value(format!(
+                    "--fit {other}: use overheads, moe, handoff or all (comma-separated)"
+                )))
+            }
+        };
+        wanted.push(stage);
+    }
+    Ok(all.into_iter().filter(|s| wanted.contains(s)).collect())
+}
 
 /// Reads, predicts and scores the sources `args` names.
 pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationReport> {
@@ -117,23 +171,43 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
             }
         }
     }
-    let mut overrides = Vec::new();
+    let stages = fit_stages(args.fit.as_deref())?;
+    let mut overrides: Vec<EngineProfile> = Vec::new();
     let mut fitted = Vec::new();
-    if args.fit {
-        for profile in &catalog.engines {
+    let mut fitted_constants = Vec::new();
+    for stage in stages {
+        for catalog_profile in &catalog.engines {
+            // Each stage starts from the one before it, else from the catalog's profile.
+            let base = overrides
+                .iter()
+                .find(|p| p.name == catalog_profile.name)
+                .unwrap_or(catalog_profile)
+                .clone();
             let rows: Vec<_> = sources
                 .iter()
+                .filter(|s| stage.fits_on(s))
                 .flat_map(|s| s.comparisons.iter())
-                .filter(|c| c.group == profile.name && c.subset == silicon::FIT_SUBSET)
+                .filter(|c| c.group == base.name && c.subset == silicon::FIT_SUBSET)
                 .cloned()
                 .collect();
             if rows.is_empty() {
                 continue;
             }
-            let (profile, summary) = fit_overheads(catalog, &rows, profile, 80)
-                .map_err(|err| anyhow::anyhow!("fitting {}: {err}", profile.name))?;
+            let profile = match stage {
+                FitStage::Overheads => {
+                    let (profile, summary) = fit_overheads(catalog, &rows, &base, 80)
+                        .map_err(|err| anyhow::anyhow!("fitting {}: {err}", base.name))?;
+                    fitted.push(summary);
+                    profile
+                }
+                FitStage::Constant(kind) => {
+                    let (profile, summary) = fit_constant(catalog, &rows, &base, kind);
+                    fitted_constants.push(summary);
+                    profile
+                }
+            };
+            overrides.retain(|p| p.name != profile.name);
             overrides.push(profile);
-            fitted.push(summary);
         }
     }
     let roofline_twins: Vec<TableSource> = match &args.write_bands {
@@ -176,6 +250,7 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     };
     Ok(ValidationReport {
         fitted,
+        fitted_constants,
         sources,
         static_batch,
         details: args.details,

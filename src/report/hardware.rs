@@ -203,6 +203,8 @@ fn engines_table(engines: &[EngineProfile]) -> Table {
             "step ms",
             "µs/seq",
             "request ms",
+            "µs per expert layer",
+            "hand-off ms",
             "kernels timed by",
         ]
         .map(String::from)
@@ -229,6 +231,8 @@ fn engines_table(engines: &[EngineProfile]) -> Table {
                     format!("{:.2}", e.step_overhead_ms),
                     format!("{:.1}", e.seq_overhead_us),
                     format!("{:.1}", e.request_overhead_ms),
+                    format!("{:.1}", e.moe_layer_overhead_us),
+                    format!("{:.0}", e.handoff_ms),
                     format!("{} operator tables", e.operators),
                 ]
             })

@@ -38,7 +38,7 @@ impl Report for Prediction {
             ),
             format!(
                 "Engine profile {}: continuous batching, ≤ {} running, {} tokens per step ({} prefill{}), \
-                 KV cache {} tokens{}; step overhead {} ms + {} µs per sequence; {}.",
+                 KV cache {} tokens{}; step overhead {} ms + {} µs per sequence{}; {}.",
                 self.calibration.engine,
                 self.engine.max_running,
                 self.engine.token_budget,
@@ -55,6 +55,10 @@ impl Report for Prediction {
                 },
                 count(self.calibration.efficiency.step_overhead_ms),
                 count(self.calibration.efficiency.seq_overhead_ms * 1000.0),
+                match self.calibration.efficiency.moe_layer_overhead_us {
+                    us if us > 0.0 => format!(" (+ {} µs per expert layer)", count(us)),
+                    _ => String::new(),
+                },
                 self.calibration.name,
             ),
             format!("Step times: {}.", self.basis),
@@ -174,7 +178,7 @@ impl Report for Prediction {
                     "Disaggregated as {} ({} prefill workers of {}, {} decode of {}: {} cards): \
                      {:.0} users ({:.2} requests/s), {:.1} users per card against {:.1} aggregated \
                      ({}); a prefill worker holds {:.2} requests/s within TTFT {} less the KV \
-                     transfer ({:.0} ms) and the decode worker's first token ({:.0} ms), a decode \
+                     hand-off ({:.0} ms: the bytes and the engine's {:.0} ms between workers) and the decode worker's first token ({:.0} ms), a decode \
                      worker {:.2} within TPOT {}; at those rates TTFT {} and TPOT {} (mean).",
                     pd.split,
                     pd.split.prefill,
@@ -194,6 +198,7 @@ impl Report for Prediction {
                     pd.prefill_rate,
                     format_seconds(self.slo.ttft_s),
                     pd.transfer_s * 1e3,
+                    self.calibration.efficiency.handoff_ms,
                     pd.decode_first_s * 1e3,
                     pd.decode_rate,
                     self.slo

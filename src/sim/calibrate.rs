@@ -53,6 +53,10 @@ pub struct CalibratedFactors {
     pub eager_layer_overhead_us: f64,
     #[serde(default)]
     pub request_overhead_ms: f64,
+    #[serde(default)]
+    pub moe_layer_overhead_us: f64,
+    #[serde(default)]
+    pub handoff_ms: f64,
 }
 
 fn unit() -> f64 {
@@ -71,6 +75,8 @@ impl CalibratedFactors {
             operator_scale: efficiency.operator_scale,
             eager_layer_overhead_us: efficiency.eager_layer_overhead_us,
             request_overhead_ms: efficiency.request_overhead_ms,
+            moe_layer_overhead_us: efficiency.moe_layer_overhead_us,
+            handoff_ms: efficiency.handoff_ms,
             hop_latency_us: links
                 .iter()
                 .map(|link| (link.clone(), default_hop_latency_us(link)))
@@ -93,6 +99,8 @@ impl CalibratedFactors {
             operator_scale: self.operator_scale,
             eager_layer_overhead_us: self.eager_layer_overhead_us,
             request_overhead_ms: self.request_overhead_ms,
+            moe_layer_overhead_us: self.moe_layer_overhead_us,
+            handoff_ms: self.handoff_ms,
         }
     }
 
@@ -132,6 +140,8 @@ impl CalibratedFactors {
             operator_scale: clamp(p[4], 0.05, 20.0),
             eager_layer_overhead_us: self.eager_layer_overhead_us,
             request_overhead_ms: self.request_overhead_ms,
+            moe_layer_overhead_us: self.moe_layer_overhead_us,
+            handoff_ms: self.handoff_ms,
             hop_latency_us,
         }
     }

@@ -249,8 +249,8 @@ fn prefill_pool(
     let slo = request.slo;
     // A prefill layout that cannot hold the model is refused as such, before its hand-over.
     memory_fit_layout(layout.model, layout.card, &layout.parallel, &layout.memory)?;
-    let transfer_s =
-        KvHandover::between(layout, decode)?.seconds(request.workload.input_tokens.mean());
+    let transfer_s = KvHandover::between(layout, decode, calibration.efficiency.handoff_ms)?
+        .seconds(request.workload.input_tokens.mean());
     if transfer_s + after_s >= slo.ttft_s {
         return Err(LayoutRejected {
             reason: format!(
@@ -365,13 +365,21 @@ pub struct KvHandover {
     pub receiving_cards: u32,
     /// Each card's network rate, bytes per second.
     pub card_bytes_per_s: f64,
+    /// The engine's time between the two workers beyond the bytes, seconds
+    /// (`EngineProfile::handoff_ms`).
+    pub handoff_s: f64,
 }
 
 impl KvHandover {
     /// The hand-over from a `prefill` worker to a `decode` worker, or why the decode layout
     /// cannot hold the model. The network is the prefill node shape's (each card its share of
-    /// the scale-out network), or half the scale-up link where the node shape has no figure.
-    pub fn between(prefill: &Layout, decode: &Layout) -> Result<KvHandover, LayoutRejected> {
+    /// the scale-out network), or half the scale-up link where the node shape has no figure;
+    /// `handoff_ms` is the engine's own time between the two workers.
+    pub fn between(
+        prefill: &Layout,
+        decode: &Layout,
+        handoff_ms: f64,
+    ) -> Result<KvHandover, LayoutRejected> {
         let fit = memory_fit_layout(decode.model, decode.card, &decode.parallel, &decode.memory)?;
         let replica = |parallel: &Parallelism| (parallel.tp * parallel.pp).max(1);
         Ok(KvHandover {
@@ -383,6 +391,7 @@ impl KvHandover {
                 Some(gbs) => gbs * 1e9,
                 None => prefill.card.link_bandwidth_gbs * 1e9 / 2.0,
             },
+            handoff_s: handoff_ms.max(0.0) * 1e-3,
         })
     }
 
@@ -396,7 +405,7 @@ impl KvHandover {
         let fan_out =
             (f64::from(self.receiving_cards) / f64::from(self.sending_cards.max(1))).max(1.0);
         // A transfer is one RDMA write per layer block; its fixed cost is small beside the bytes.
-        per_card * fan_out / (0.8 * self.card_bytes_per_s) + 50e-6
+        per_card * fan_out / (0.8 * self.card_bytes_per_s) + 50e-6 + self.handoff_s
     }
 }
 
@@ -484,8 +493,8 @@ mod tests {
             ep: 8,
         };
         let tp8 = Parallelism::tensor(8);
-        let from_one = KvHandover::between(&deepseek(wide), &deepseek(tp8)).unwrap();
-        let from_eight = KvHandover::between(&deepseek(tp8), &deepseek(tp8)).unwrap();
+        let from_one = KvHandover::between(&deepseek(wide), &deepseek(tp8), 0.0).unwrap();
+        let from_eight = KvHandover::between(&deepseek(tp8), &deepseek(tp8), 0.0).unwrap();
         assert_eq!(from_one.bytes_per_token_per_card, 61.0 * 576.0);
         assert_eq!((from_one.sending_cards, from_one.receiving_cards), (1, 8));
         // 8 192 tokens × 35 136 bytes, eight times over one card's 50 GB/s at 80 %.
@@ -495,14 +504,19 @@ mod tests {
         assert!((moved(&from_eight) - whole).abs() < 1e-9);
 
         let llama = |tp| on("llama-3.1-70b", "H100-SXM", Parallelism::tensor(tp), None);
-        let split = KvHandover::between(&llama(2), &llama(4)).unwrap();
-        let same = KvHandover::between(&llama(4), &llama(4)).unwrap();
+        let split = KvHandover::between(&llama(2), &llama(4), 0.0).unwrap();
+        let same = KvHandover::between(&llama(4), &llama(4), 0.0).unwrap();
         // 80 layers × 8 KV heads × 128 × 2 (keys and values) × 2 bytes, a quarter a card.
         assert_eq!(
             split.bytes_per_token_per_card,
             80.0 * 8.0 * 128.0 * 2.0 * 2.0 / 4.0
         );
         assert!((moved(&split) - 2.0 * moved(&same)).abs() < 1e-12);
+        // The engine's own hand-off adds to every prompt's, whatever its length.
+        let slow = KvHandover::between(&llama(4), &llama(4), 250.0).unwrap();
+        for tokens in [0.0, 1024.0, 8192.0] {
+            assert!((slow.seconds(tokens) - same.seconds(tokens) - 0.25).abs() < 1e-12);
+        }
     }
 
     #[test]

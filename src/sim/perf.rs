@@ -66,6 +66,12 @@ pub struct Efficiency {
     /// Time from a request's arrival to the engine's queue (HTTP front, tokenisation), ms:
     /// in its TTFT, not in any step. Default 0.
     pub request_overhead_ms: f64,
+    /// Extra time per mixture-of-experts layer of every iteration, µs (the engine profile's
+    /// `moe_layer_overhead_us`). Default 0.
+    pub moe_layer_overhead_us: f64,
+    /// A disaggregated request's time between its prefill and its decode worker beyond the
+    /// KV bytes, ms (the engine profile's `handoff_ms`): in its TTFT. Default 0.
+    pub handoff_ms: f64,
 }
 
 impl Efficiency {
@@ -81,6 +87,8 @@ impl Efficiency {
             operator_scale: 1.0,
             eager_layer_overhead_us: 0.0,
             request_overhead_ms: 0.0,
+            moe_layer_overhead_us: 0.0,
+            handoff_ms: 0.0,
         };
         if let Some(over) = &card.efficiency {
             eff.compute = over.compute.unwrap_or(eff.compute);
@@ -200,6 +208,8 @@ pub struct PerfModel {
     /// The links between the cards, past one all-reduce group.
     pub fabric: Fabric,
     pub layers: f64,
+    /// Layers whose FFN is a mixture of experts (0 for a dense model).
+    pub moe_layers: f64,
     /// Layers that attend over the KV cache (all but a hybrid model's linear-attention ones).
     pub attention_layers: f64,
     /// A hybrid model's recurrent state per sequence on one card, bytes: read and written
@@ -297,6 +307,7 @@ impl PerfModel {
                 ..Fabric::single_domain(tp, link_gbs, efficiency.link_latency_us)
             },
             layers: f64::from(model.layers),
+            moe_layers: f64::from(model.moe_layers()),
             attention_layers: f64::from(model.full_attention_layers()),
             state_bytes_per_sequence_per_card: model
                 .linear_attention
@@ -471,6 +482,18 @@ impl PerfModel {
         (work.sequences / dp).ceil()
     }
 
+    /// An iteration's time beyond its kernels, seconds: the fixed and per-sequence costs,
+    /// `eager_ms` of host launches where it runs without a graph, and each expert layer's
+    /// cost beyond its measured kernel.
+    fn overhead_s(&self, work: &StepWork, eager_ms: f64) -> f64 {
+        let eff = &self.efficiency;
+        (eff.step_overhead_ms
+            + eff.seq_overhead_ms * self.replica_sequences(work)
+            + eager_ms
+            + eff.moe_layer_overhead_us * 1e-3 * self.moe_layers)
+            * 1e-3
+    }
+
     pub fn step_time(&self, work: &StepWork) -> StepTime {
         self.step_parts(work).time()
     }
@@ -491,9 +514,7 @@ impl PerfModel {
             } else {
                 0.0
             };
-            let overhead =
-                (eff.step_overhead_ms + eff.seq_overhead_ms * self.replica_sequences(work) + eager)
-                    * 1e-3;
+            let overhead = self.overhead_s(work, eager);
             return StepParts {
                 weights: kernels.gemm * scale,
                 attention: kernels.attention * scale,
@@ -554,9 +575,7 @@ impl PerfModel {
         } else {
             0.0
         };
-        let overhead =
-            (eff.step_overhead_ms + eff.seq_overhead_ms * self.replica_sequences(work) + eager)
-                * 1e-3;
+        let overhead = self.overhead_s(work, eager);
         StepParts {
             weights: 0.0,
             attention: 0.0,
@@ -598,8 +617,40 @@ mod tests {
             operator_scale: 1.0,
             eager_layer_overhead_us: 0.0,
             request_overhead_ms: 0.0,
+            moe_layer_overhead_us: 0.0,
+            handoff_ms: 0.0,
         };
         PerfModel::new(model, card, interconnect, tp, Dtype::Fp16, Dtype::Fp16, eff)
+    }
+
+    /// The cost per expert layer is paid once per mixture-of-experts layer of every
+    /// iteration, decode or prompt: DeepSeek-V3's 58 of 61 (its first three are dense), none
+    /// of a dense model's.
+    #[test]
+    fn expert_layers_pay_their_own_overhead() {
+        let catalog = Catalog::shipped().unwrap();
+        let card = catalog.card("H200").unwrap();
+        let overhead = |model: &str, us: f64, work: &StepWork| {
+            let model = catalog.model(model).unwrap();
+            let eff = Efficiency {
+                moe_layer_overhead_us: us,
+                ..Efficiency::for_card(card, "nvlink")
+            };
+            PerfModel::new(model, card, "nvlink", 8, Dtype::Fp8, Dtype::Fp8, eff)
+                .step_parts(work)
+                .overhead
+        };
+        let mut decode = StepWork::default();
+        decode.add_decode(16.0, 16.0 * 2048.0);
+        let mut prompt = StepWork::default();
+        prompt.add_prefill_chunk(0.0, 2048.0);
+        for work in [&decode, &prompt] {
+            let added = overhead("deepseek-v3", 20.0, work) - overhead("deepseek-v3", 0.0, work);
+            assert!((added - 58.0 * 20e-6).abs() < 1e-12, "{added}");
+            let dense =
+                overhead("llama-3.1-70b", 20.0, work) - overhead("llama-3.1-70b", 0.0, work);
+            assert_eq!(dense, 0.0);
+        }
     }
 
     /// Each attention replica's scheduler handles its own sequences side by side with the

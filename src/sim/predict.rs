@@ -182,6 +182,8 @@ impl Calibration {
         }
         efficiency.eager_layer_overhead_us = engine.eager_layer_overhead_us;
         efficiency.request_overhead_ms = engine.request_overhead_ms;
+        efficiency.moe_layer_overhead_us = engine.moe_layer_overhead_us;
+        efficiency.handoff_ms = engine.handoff_ms;
         let tables = card
             .operators
             .as_deref()

@@ -186,7 +186,16 @@ impl Deployment {
         };
         let (decode_users, decode_sample) = share(pools.decode_workers);
         let (prefill_users, prefill_sample) = share(pools.prefill_workers);
-        let transfer = self.kv_transfer_s(catalog, pools)?;
+        let handoff_ms = match overheads {
+            Some(profile) => profile.handoff_ms,
+            None => {
+                catalog
+                    .engine(&self.engine)
+                    .map_err(|e| e.to_string())?
+                    .handoff_ms
+            }
+        };
+        let transfer = self.kv_transfer_s(catalog, pools, handoff_ms)?;
         // A user's cycle passes through both pools: its prompt waits and runs on a prefill
         // worker, its KV moves, then it decodes. Each pool is simulated with its users away
         // for the other's part of the cycle, and the two are solved together: when prefill
@@ -248,14 +257,19 @@ impl Deployment {
     }
 
     /// Handing one prompt's KV cache from a prefill worker to a decode worker over the node
-    /// shape's network, as `predict --pd` prices it.
-    fn kv_transfer_s(&self, catalog: &Catalog, pools: Pools) -> Result<f64, String> {
+    /// shape's network, with the engine's own `handoff_ms`, as `predict --pd` prices it.
+    fn kv_transfer_s(
+        &self,
+        catalog: &Catalog,
+        pools: Pools,
+        handoff_ms: f64,
+    ) -> Result<f64, String> {
         // The bytes each card takes depend on the layout, not on the memory share.
         let utilization = MemoryOptions::default().memory_utilization;
         let prefill = self.layout(catalog, pools.prefill, utilization)?;
         let decode = self.layout(catalog, self.parallel, utilization)?;
-        let handover =
-            KvHandover::between(&prefill, &decode).map_err(|rejected| rejected.reason)?;
+        let handover = KvHandover::between(&prefill, &decode, handoff_ms)
+            .map_err(|rejected| rejected.reason)?;
         Ok(handover.seconds(self.input_tokens.mean()))
     }
 
@@ -483,7 +497,7 @@ mod tests {
         );
         assert!(wide_prefill.ttft.mean < one.ttft.mean);
         let transfer = deployment(1, 1)
-            .kv_transfer_s(&catalog, deployment(1, 1).pools.unwrap())
+            .kv_transfer_s(&catalog, deployment(1, 1).pools.unwrap(), 0.0)
             .unwrap();
         assert!(transfer > 0.0 && one.ttft.mean > transfer);
     }

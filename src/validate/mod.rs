@@ -11,6 +11,7 @@ pub mod blis;
 pub mod cstar;
 pub mod deployment;
 pub mod fit;
+pub mod fit_constant;
 pub mod score;
 pub mod silicon;
 pub mod static_batch;
@@ -147,6 +148,8 @@ pub struct SourceScore {
 pub struct ValidationReport {
     /// With `--fit`: the overheads fitted per engine (the scores use them).
     pub fitted: Vec<fit::FittedOverheads>,
+    /// With `--fit`: the constants fitted one by one (cost per expert layer, hand-off).
+    pub fitted_constants: Vec<fit_constant::FittedConstant>,
     pub sources: Vec<SourceScore>,
     /// TensorRT-LLM 0.9's static batches: step times, leave-one-GPU-out and leave-one-model-out.
     pub static_batch: Option<static_batch::StaticBatchScore>,

@@ -549,44 +549,61 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
     })
 }
 
-/// The mixture-of-experts aggregated rows (DeepSeek-R1/V3, Qwen3-235B, gpt-oss-120b, …):
-/// all held out — nothing is fitted on them, the engine profiles' constants come from the
-/// dense sources.
+/// The mixture-of-experts aggregated rows (DeepSeek-R1/V3, Qwen3-235B, gpt-oss-120b, …),
+/// split by architecture: the rows of DeepSeek-V3's (DeepSeek-V3, R1, V3.1, Kimi-K2.5) are
+/// where `validate --fit` fits each engine's cost per expert layer
+/// ([`EngineProfile::moe_layer_overhead_us`](crate::catalog::EngineProfile)), every other
+/// model's rows are the held-out score. The engines' other constants come from the dense
+/// sources.
 pub fn moe_source(catalog: &Catalog) -> Result<TableSource, InputError> {
     let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
     let mut skipped = SkipReasons::default();
     let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Mixture);
     for comparison in &mut comparisons {
-        comparison.subset = HELD_OUT.into();
+        comparison.subset = if is_moe_fit_model(catalog, &comparison.deployment.model) {
+            FIT_SUBSET.into()
+        } else {
+            HELD_OUT.into()
+        };
     }
     Ok(TableSource {
         name: "AIConfigurator silicon sample, mixture of experts aggregated".into(),
         file: FIXTURE_NAME.into(),
-        split: "every row held out: no constant is fitted on a mixture-of-experts row (the \
-                engine profiles' overheads come from the dense sources)"
+        split: "by architecture: the rows of DeepSeek-V3's (DeepSeek-V3, R1, V3.1, Kimi-K2.5) \
+                are the fit subset of each engine's cost per expert layer (`--fit`), every \
+                other model held out (the engines' other constants come from the dense \
+                sources)"
             .into(),
         comparisons,
         skipped,
         total_rows: rows.len(),
-        model_class: "mixture of experts",
+        model_class: MOE_CLASS,
     })
 }
 
 /// The disaggregated rows (prefill and decode on separate workers, each pool with its own
-/// layout; DeepSeek-V3, Kimi-K2.5, Qwen3 under TensorRT-LLM, SGLang and vLLM): all held out,
-/// like the mixture-of-experts rows. Only rows that record both pools' worker counts can be
-/// simulated.
+/// layout; DeepSeek-V3, Kimi-K2.5, Qwen3 under TensorRT-LLM, SGLang and vLLM), split by
+/// prompt length: the rows of 1 024-token prompts are where `validate --fit` fits each
+/// engine's hand-off between the pools
+/// ([`EngineProfile::handoff_ms`](crate::catalog::EngineProfile)), the other lengths are the
+/// held-out score. Only rows that record both pools' worker counts can be simulated.
 pub fn disaggregated_source(catalog: &Catalog) -> Result<TableSource, InputError> {
     let rows = read_rows(FIXTURE, FIXTURE_NAME)?;
     let mut skipped = SkipReasons::default();
     let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Disaggregated);
     for comparison in &mut comparisons {
-        comparison.subset = HELD_OUT.into();
+        comparison.subset = if comparison.deployment.input_tokens.mean() == HANDOFF_FIT_PROMPT {
+            FIT_SUBSET.into()
+        } else {
+            HELD_OUT.into()
+        };
     }
     Ok(TableSource {
         name: "AIConfigurator silicon sample, disaggregated".into(),
         file: FIXTURE_NAME.into(),
-        split: "every row held out: nothing is fitted on a disaggregated row; the two pools are \
+        split: "by prompt length: the rows of 1 024-token prompts are the fit subset of each \
+                engine's hand-off between the pools (`--fit`), the other lengths (8 192, \
+                15 000) held out; the two pools are \
                 simulated against each other with the users the router gives them (decode: \
                 prompts' KV in place, users away for their prefill side; prefill: one-token \
                 requests, one iteration's batch as deployed, users away for their transfer \
@@ -597,6 +614,21 @@ pub fn disaggregated_source(catalog: &Catalog) -> Result<TableSource, InputError
         total_rows: rows.len(),
         model_class: DISAGGREGATED_CLASS,
     })
+}
+
+/// The model class of the mixture-of-experts source's sweeps.
+pub const MOE_CLASS: &str = "mixture of experts";
+
+/// The prompt length of the disaggregated rows the hand-off is fitted on.
+const HANDOFF_FIT_PROMPT: f64 = 1024.0;
+
+/// Whether `model` is of DeepSeek-V3's architecture (latent attention, 256–384 routed experts
+/// and a shared one: DeepSeek-V3, R1, V3.1, V3.2, Kimi-K2, K2.5), whose mixture-of-experts
+/// rows the cost per expert layer is fitted on.
+pub fn is_moe_fit_model(catalog: &Catalog, model: &str) -> bool {
+    catalog
+        .model(model)
+        .is_ok_and(|m| m.family == "deepseek" && m.experts.is_some())
 }
 
 /// The model class of the disaggregated source's sweeps: kept out of the C* bands, which
