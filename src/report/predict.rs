@@ -178,8 +178,9 @@ impl Report for Prediction {
                     "Disaggregated as {} ({} prefill workers of {}, {} decode of {}: {} cards): \
                      {:.0} users ({:.2} requests/s), {:.1} users per card against {:.1} aggregated \
                      ({}); a prefill worker holds {:.2} requests/s within TTFT {} less the KV \
-                     hand-off ({:.0} ms: the bytes and the engine's {:.0} ms between workers) and the decode worker's first token ({:.0} ms), a decode \
-                     worker {:.2} within TPOT {}; at those rates TTFT {} and TPOT {} (mean).",
+                     hand-off ({:.0} ms: the bytes and the engine's {:.0} ms between workers) and \
+                     the decode worker's first token ({:.0} ms), a decode worker {:.2} within TPOT \
+                     {}; at those rates TTFT {} and TPOT {} (mean).",
                     pd.split,
                     pd.split.prefill,
                     pd.prefill_parallel,

@@ -483,10 +483,15 @@ impl PerfModel {
     }
 
     /// An iteration's time beyond its kernels, seconds: the fixed and per-sequence costs,
-    /// `eager_ms` of host launches where it runs without a graph, and each expert layer's
-    /// cost beyond its measured kernel.
-    fn overhead_s(&self, work: &StepWork, eager_ms: f64) -> f64 {
+    /// the host's launches layer by layer where it runs without a CUDA graph (`eager`), and
+    /// each expert layer's cost beyond its measured kernel.
+    fn overhead_s(&self, work: &StepWork, eager: bool) -> f64 {
         let eff = &self.efficiency;
+        let eager_ms = if eager {
+            eff.eager_layer_overhead_us * 1e-3 * self.layers
+        } else {
+            0.0
+        };
         (eff.step_overhead_ms
             + eff.seq_overhead_ms * self.replica_sequences(work)
             + eager_ms
@@ -509,12 +514,7 @@ impl PerfModel {
             };
             let kernels = operators.time(work, graph);
             let scale = eff.operator_scale;
-            let eager = if graph.is_none() {
-                eff.eager_layer_overhead_us * 1e-3 * self.layers
-            } else {
-                0.0
-            };
-            let overhead = self.overhead_s(work, eager);
+            let overhead = self.overhead_s(work, graph.is_none());
             return StepParts {
                 weights: kernels.gemm * scale,
                 attention: kernels.attention * scale,
@@ -570,12 +570,7 @@ impl PerfModel {
         } else {
             None
         };
-        let eager = if graph.is_none() {
-            eff.eager_layer_overhead_us * 1e-3 * self.layers
-        } else {
-            0.0
-        };
-        let overhead = self.overhead_s(work, eager);
+        let overhead = self.overhead_s(work, graph.is_none());
         StepParts {
             weights: 0.0,
             attention: 0.0,

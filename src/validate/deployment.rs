@@ -186,15 +186,7 @@ impl Deployment {
         };
         let (decode_users, decode_sample) = share(pools.decode_workers);
         let (prefill_users, prefill_sample) = share(pools.prefill_workers);
-        let handoff_ms = match overheads {
-            Some(profile) => profile.handoff_ms,
-            None => {
-                catalog
-                    .engine(&self.engine)
-                    .map_err(|e| e.to_string())?
-                    .handoff_ms
-            }
-        };
+        let handoff_ms = self.profile(catalog, overheads)?.handoff_ms;
         let transfer = self.kv_transfer_s(catalog, pools, handoff_ms)?;
         // A user's cycle passes through both pools: its prompt waits and runs on a prefill
         // worker, its KV moves, then it decodes. Each pool is simulated with its users away
@@ -300,6 +292,19 @@ impl Deployment {
         .with_parallel(parallel, node))
     }
 
+    /// The engine profile this deployment is simulated with: `overheads` where given (a fit's
+    /// candidate), else the catalog's for its engine.
+    fn profile<'a>(
+        &self,
+        catalog: &'a Catalog,
+        overheads: Option<&'a EngineProfile>,
+    ) -> Result<&'a EngineProfile, String> {
+        match overheads {
+            Some(profile) => Ok(profile),
+            None => catalog.engine(&self.engine).map_err(|e| e.to_string()),
+        }
+    }
+
     /// Simulates one worker of this deployment.
     fn simulate_worker(
         &self,
@@ -310,10 +315,7 @@ impl Deployment {
         overheads: Option<&EngineProfile>,
     ) -> Result<Simulated, String> {
         let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
-        let profile = match overheads {
-            Some(profile) => profile,
-            None => catalog.engine(&self.engine).map_err(|e| e.to_string())?,
-        };
+        let profile = self.profile(catalog, overheads)?;
         let deployed;
         let profile = match &self.cuda_graph_sizes {
             Some(sizes) => {

@@ -105,10 +105,13 @@ pub fn fit_constant(
     base: &EngineProfile,
     kind: FittedKind,
 ) -> (EngineProfile, FittedConstant) {
-    let mut evaluations = 0usize;
+    // Every value scored, with its loss and median |error|: the fitted value's and (where
+    // the search passed it) the profile's own are read back, not simulated again.
+    let mut scored: Vec<(f64, (f64, f64))> = Vec::new();
     let mut loss = |value: f64| {
-        evaluations += 1;
-        errors_of(catalog, rows, &kind.with(base, value), kind).0
+        let errors = errors_of(catalog, rows, &kind.with(base, value), kind);
+        scored.push((value, errors));
+        errors.0
     };
     let (low, high) = kind.range();
     let step = (high - low) / (GRID_POINTS - 1) as f64;
@@ -152,9 +155,16 @@ pub fn fit_constant(
     } else {
         searched.0
     };
+    let evaluations = scored.len();
+    let median_at = |value: f64, profile: &EngineProfile| {
+        scored
+            .iter()
+            .find(|(v, _)| *v == value)
+            .map_or_else(|| errors_of(catalog, rows, profile, kind).1, |(_, e)| e.1)
+    };
     let fitted = kind.with(base, value);
-    let before = errors_of(catalog, rows, base, kind).1;
-    let after = errors_of(catalog, rows, &fitted, kind).1;
+    let before = median_at(kind.get(base), base);
+    let after = median_at(value, &fitted);
     (
         fitted,
         FittedConstant {
