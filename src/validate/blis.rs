@@ -21,7 +21,7 @@
 use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
-use super::silicon::{FIT_SUBSET, HELD_OUT};
+use super::silicon::subset;
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::Catalog;
 use crate::error::InputError;
@@ -111,11 +111,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
         comparisons.push(Comparison {
             id: format!("{} stage {}", row.experiment, row.stage),
             group: "vllm".into(),
-            subset: if FIT_MODELS.contains(&row.model_short.as_str()) {
-                FIT_SUBSET.into()
-            } else {
-                HELD_OUT.into()
-            },
+            subset: subset(FIT_MODELS.contains(&row.model_short.as_str())),
             deployment: Deployment {
                 model: model.name.clone(),
                 card: "H100-SXM".into(),

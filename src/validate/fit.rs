@@ -130,7 +130,7 @@ impl Problem<'_> {
         for row in &rows {
             for (metric, error) in row_errors(row) {
                 if metric == "TPOT" {
-                    let log = (1.0 + error).max(1e-6).ln();
+                    let log = log_error(error);
                     squares += log * log;
                     loss += cauchy_loss(log);
                     n += 1;
@@ -156,6 +156,12 @@ impl CostFunction for Problem<'_> {
     fn cost(&self, p: &Self::Param) -> Result<f64, ArgminError> {
         Ok(self.errors(&self.profile(p)).1)
     }
+}
+
+/// The log of predicted / measured for a relative error (predicted / measured − 1), floored
+/// so that a prediction of nothing stays finite.
+pub(super) fn log_error(error: f64) -> f64 {
+    (1.0 + error).max(1e-6).ln()
 }
 
 /// Scale of the log error at which the fits' robust loss turns from square to logarithm: a

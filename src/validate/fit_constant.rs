@@ -16,7 +16,7 @@
 
 use serde::Serialize;
 
-use super::fit::cauchy_loss;
+use super::fit::{cauchy_loss, log_error};
 use super::score::ErrorStats;
 use super::{predict_rows, row_errors, Comparison};
 use crate::catalog::{Catalog, EngineProfile};
@@ -201,7 +201,7 @@ fn errors_of(
     }
     let loss = errors
         .iter()
-        .map(|error| cauchy_loss((1.0 + error).max(1e-6).ln()))
+        .map(|error| cauchy_loss(log_error(*error)))
         .sum::<f64>()
         / errors.len() as f64;
     let median = ErrorStats::of(&errors).map_or(f64::INFINITY, |stats| stats.median_abs);

@@ -526,11 +526,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
     let mut skipped = SkipReasons::default();
     let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Dense);
     for comparison in &mut comparisons {
-        comparison.subset = if is_fit_row(&comparison.group, &comparison.deployment.model) {
-            FIT_SUBSET.into()
-        } else {
-            HELD_OUT.into()
-        };
+        comparison.subset = subset(is_fit_row(&comparison.group, &comparison.deployment.model));
     }
     Ok(TableSource {
         name: "AIConfigurator silicon sample, dense aggregated".into(),
@@ -560,11 +556,7 @@ pub fn moe_source(catalog: &Catalog) -> Result<TableSource, InputError> {
     let mut skipped = SkipReasons::default();
     let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Mixture);
     for comparison in &mut comparisons {
-        comparison.subset = if is_moe_fit_model(catalog, &comparison.deployment.model) {
-            FIT_SUBSET.into()
-        } else {
-            HELD_OUT.into()
-        };
+        comparison.subset = subset(is_moe_fit_model(catalog, &comparison.deployment.model));
     }
     Ok(TableSource {
         name: "AIConfigurator silicon sample, mixture of experts aggregated".into(),
@@ -592,11 +584,7 @@ pub fn disaggregated_source(catalog: &Catalog) -> Result<TableSource, InputError
     let mut skipped = SkipReasons::default();
     let mut comparisons = comparisons(catalog, &rows, &mut skipped, ModelClass::Disaggregated);
     for comparison in &mut comparisons {
-        comparison.subset = if comparison.deployment.input_tokens.mean() == HANDOFF_FIT_PROMPT {
-            FIT_SUBSET.into()
-        } else {
-            HELD_OUT.into()
-        };
+        comparison.subset = subset(comparison.deployment.input_tokens.mean() == HANDOFF_FIT_PROMPT);
     }
     Ok(TableSource {
         name: "AIConfigurator silicon sample, disaggregated".into(),
@@ -646,6 +634,11 @@ pub const CLIENT_JITTER_S: f64 = 0.005;
 /// The subset names of a split.
 pub const FIT_SUBSET: &str = "fit on";
 pub const HELD_OUT: &str = "held out";
+
+/// The subset a row of a split falls in: the fit subset or the held-out one.
+pub fn subset(fit: bool) -> String {
+    if fit { FIT_SUBSET } else { HELD_OUT }.into()
+}
 
 /// Whether a silicon row of `model` under `engine` belongs to the rows the overheads are
 /// fitted on: Llama-3.1-8B under SGLang and TensorRT-LLM. vLLM's are fitted on BLIS's vLLM

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use argmin::core::{CostFunction, Error as ArgminError};
 use serde::{Deserialize, Serialize};
 
+use super::fit::log_error;
 use super::score::{relative_error, ErrorStats};
 use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Model, Parallelism};
 use crate::error::InputError;
@@ -266,7 +267,7 @@ impl CostFunction for Problem<'_> {
         }
         let sum: f64 = errors
             .iter()
-            .map(|(a, b)| (1.0 + a).max(1e-6).ln().powi(2) + (1.0 + b).max(1e-6).ln().powi(2))
+            .map(|(a, b)| log_error(*a).powi(2) + log_error(*b).powi(2))
             .sum();
         Ok(sum / errors.len() as f64)
     }

@@ -10,7 +10,7 @@
 use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
-use super::silicon::{BENCHMARK_ROUNDS, CLIENT_JITTER_S, FIT_SUBSET, HELD_OUT};
+use super::silicon::{subset, BENCHMARK_ROUNDS, CLIENT_JITTER_S};
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype};
 use crate::error::InputError;
@@ -178,11 +178,7 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 row.concurrency
             ),
             group: file.engine.to_string(),
-            subset: if file.fit_card == Some(card) {
-                FIT_SUBSET.into()
-            } else {
-                HELD_OUT.into()
-            },
+            subset: subset(file.fit_card == Some(card)),
             deployment: Deployment {
                 model: model.name.clone(),
                 card: card.to_string(),
@@ -238,6 +234,7 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validate::silicon::{FIT_SUBSET, HELD_OUT};
 
     /// The 2024 NIM sweeps are split by GPU (the H100 rows fit `trtllm-0.x`'s overheads, the
     /// A100 rows are held out); NIM 1.8's sweep is held out whole, under the current profile.
