@@ -208,6 +208,56 @@ fn a_speculative_what_if_changes_only_the_models_that_can_run_it() {
     assert!(run.stderr.contains("no row"), "{}", run.stderr);
 }
 
+/// dstack's DeepSeek-R1 rows are all predicted and held out, each on the basis its card has
+/// (no operator tables for the MI300X), and a run whose prompts share a cached system prompt
+/// reaches its first tokens sooner than the same server's run of unshared prompts at the same
+/// concurrency — vLLM 0.7's included, whose engine caches prefixes only when asked, as those
+/// runs asked.
+#[test]
+fn the_dstack_rows_run_as_their_servers_did() {
+    let run = capplan(&[
+        "validate",
+        "--source",
+        "dstack",
+        "--details",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let rows = report["sources"][0]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 54);
+    for row in rows {
+        assert_eq!(row["subset"], "held out", "{row}");
+        assert!(row["predicted"]["ttft_s"].as_f64().is_some(), "{row}");
+        let roofline = row["basis"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("roofline"));
+        assert_eq!(roofline, row["card"] == "MI300X", "{row}");
+    }
+    let ttft = |engine: &str, card: &str, dataset: &str, users: u32| {
+        let prefix = format!("{engine} 8 × {card}");
+        let tail = format!("{dataset} 3200x800 c{users}");
+        rows.iter()
+            .find(|r| {
+                let id = r["id"].as_str().unwrap_or_default();
+                id.starts_with(&prefix) && id.ends_with(&tail)
+            })
+            .and_then(|r| r["predicted"]["ttft_s"].as_f64())
+            .unwrap_or_else(|| panic!("no {prefix} … {tail}"))
+    };
+    for (engine, card) in [("sglang", "H200"), ("sglang", "MI300X"), ("vllm", "H200")] {
+        for users in [32, 64, 128] {
+            let shared = ttft(engine, card, "generated-shared-prefix", users);
+            let unshared = ttft(engine, card, "random", users);
+            assert!(
+                shared < 0.8 * unshared,
+                "{engine} on {card} at {users}: {shared} s shared, {unshared} s not"
+            );
+        }
+    }
+}
+
 #[test]
 fn an_unknown_source_or_engine_is_refused() {
     let run = capplan(&["validate", "--source", "mlperf"]);

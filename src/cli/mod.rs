@@ -79,7 +79,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Sources to score (comma-separated): silicon, silicon-moe, silicon-disagg, nim, blis, static-batch [default: all]
+    /// Sources to score (comma-separated): silicon, silicon-moe, silicon-disagg, nim, dstack, blis, static-batch [default: all]
     #[arg(long, value_delimiter = ',', value_name = "NAME")]
     pub source: Vec<String>,
     /// Only rows served by these engines (comma-separated): vllm, sglang, trtllm, tgi

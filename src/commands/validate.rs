@@ -5,17 +5,18 @@ use capplan::catalog::{Catalog, EngineProfile};
 use capplan::validate::fit::fit_overheads;
 use capplan::validate::fit_constant::{fit_constant, FittedKind};
 use capplan::validate::{
-    blis, score_source, silicon, static_batch, sweeps, TableSource, ValidationReport,
+    blis, dstack, score_source, silicon, static_batch, sweeps, TableSource, ValidationReport,
 };
 
 use crate::cli::ValidateArgs;
 
 /// The sources `validate` knows, in the order it prints them.
-pub const SOURCES: [&str; 6] = [
+pub const SOURCES: [&str; 7] = [
     "silicon",
     "silicon-moe",
     "silicon-disagg",
     "nim",
+    "dstack",
     "blis",
     "static-batch",
 ];
@@ -102,6 +103,9 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
         for file in &sweeps::FILES {
             sources.push(sweeps::source(catalog, file)?);
         }
+    }
+    if wanted("dstack") {
+        sources.push(dstack::source(catalog)?);
     }
     if wanted("blis") {
         sources.push(blis::source(catalog)?);

@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
 use super::silicon::subset;
-use super::{Comparison, RowOutcome, SkipReasons, TableSource};
+use super::{read_table, Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::Catalog;
 use crate::error::InputError;
 use crate::sim::predict::ClosedStart;
@@ -63,14 +63,7 @@ struct StageRow {
 
 /// The stages as comparisons.
 pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
-    let mut reader = csv::ReaderBuilder::new().from_reader(FIXTURE.as_bytes());
-    let mut rows = Vec::new();
-    for record in reader.deserialize::<StageRow>() {
-        rows.push(record.map_err(|err| {
-            let line = err.position().map_or(0, |p| p.line());
-            InputError::file(format!("{FIXTURE_NAME}:{line}"), err.to_string())
-        })?);
-    }
+    let rows: Vec<StageRow> = read_table(FIXTURE, FIXTURE_NAME)?;
     let mut skipped = SkipReasons::default();
     let mut comparisons = Vec::new();
     for row in &rows {

@@ -87,13 +87,6 @@ impl Sample {
         }
     }
 
-    /// A benchmark's concurrency mode (AIPerf, GenAI-Perf, vLLM's `bench serve`): `users`
-    /// workers started together for two rounds of warm-up (AIPerf's
-    /// `--warmup-request-count`, as AIConfigurator runs it), drained; then `rounds` rounds'
-    /// worth of measured requests, every user starting together again ([`Phases::Drained`]);
-    /// each next request leaves after up to `jitter_s` of client-side delay.
-    ///
-    /// [`Phases::Drained`]: crate::sim::virtual_run::Phases::Drained
     /// GenAI-Perf on Perf Analyzer's time windows ([`Phases::Windows`]): `users` workers
     /// started together with no warm-up, the requests finishing within `windows` windows of
     /// `window_ms` measured.
@@ -112,6 +105,24 @@ impl Sample {
         }
     }
 
+    /// A client that pushes `requests` requests through `users` slots, every slot started
+    /// together, no warm-up, every request counted: SGLang's and vLLM's `bench_serving` with
+    /// `--max-concurrency` (each prompt a task waiting on one semaphore).
+    pub fn counted(users: u32, requests: usize, jitter_s: f64) -> Sample {
+        Sample {
+            warmup: 0,
+            measured: requests.max(users.max(1) as usize),
+            start: ClosedStart::Together { jitter_s },
+        }
+    }
+
+    /// A benchmark's concurrency mode (AIPerf, GenAI-Perf, vLLM's `bench serve`): `users`
+    /// workers started together for two rounds of warm-up (AIPerf's
+    /// `--warmup-request-count`, as AIConfigurator runs it), drained; then `rounds` rounds'
+    /// worth of measured requests, every user starting together again ([`Phases::Drained`]);
+    /// each next request leaves after up to `jitter_s` of client-side delay.
+    ///
+    /// [`Phases::Drained`]: crate::sim::virtual_run::Phases::Drained
     pub fn benchmark(users: u32, rounds: usize, jitter_s: f64) -> Sample {
         let users = users.max(1) as usize;
         Sample {
@@ -345,8 +356,9 @@ impl Deployment {
             options.token_budget = budget;
         }
         // A decode worker's prompts arrive with their KV: in place whatever the engine's
-        // prefix caching.
-        options.prefix_caching |= worker.kv_arrives;
+        // prefix caching. A measurement that states a share of each prompt held in the cache
+        // ran with the cache on (vLLM V0 had it off unless asked).
+        options.prefix_caching |= worker.kv_arrives || !self.prefix_share.is_none();
         let mut request = PredictRequest::new(
             worker.workload,
             Slo {

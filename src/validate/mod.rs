@@ -10,6 +10,7 @@
 pub mod blis;
 pub mod cstar;
 pub mod deployment;
+pub mod dstack;
 pub mod fit;
 pub mod fit_constant;
 pub mod score;
@@ -24,9 +25,28 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, EngineProfile};
+use crate::error::InputError;
 use crate::sim::virtual_run::Arrivals;
 use deployment::{Deployment, Sample};
 use score::{relative_error, ErrorStats};
+
+/// The rows of a shipped CSV table; a row that does not parse is one error naming
+/// `origin` and its line.
+pub fn read_table<T: serde::de::DeserializeOwned>(
+    text: &str,
+    origin: &str,
+) -> Result<Vec<T>, InputError> {
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    reader
+        .deserialize::<T>()
+        .map(|record| {
+            record.map_err(|err| {
+                let line = err.position().map_or(0, |p| p.line());
+                InputError::file(format!("{origin}:{line}"), err.to_string())
+            })
+        })
+        .collect()
+}
 
 /// What was measured (or predicted) at one load: means, seconds and per second.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]

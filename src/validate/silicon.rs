@@ -77,16 +77,7 @@ impl SiliconRow {
 
 /// Reads the rows of `text` (the fixture's format); errors name `origin:line`.
 pub fn read_rows(text: &str, origin: &str) -> Result<Vec<SiliconRow>, InputError> {
-    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
-    let mut rows = Vec::new();
-    for record in reader.deserialize::<SiliconRow>() {
-        let row = record.map_err(|err| {
-            let line = err.position().map_or(0, |p| p.line());
-            InputError::file(format!("{origin}:{line}"), err.to_string())
-        })?;
-        rows.push(row);
-    }
-    Ok(rows)
+    super::read_table(text, origin)
 }
 
 /// The catalog model a Hugging Face id names: its last path part, without the quantised

@@ -49,15 +49,7 @@ pub struct StaticRow {
 }
 
 pub fn read_rows(text: &str, origin: &str) -> Result<Vec<StaticRow>, InputError> {
-    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
-    let mut rows = Vec::new();
-    for record in reader.deserialize::<StaticRow>() {
-        rows.push(record.map_err(|err| {
-            let line = err.position().map_or(0, |p| p.line());
-            InputError::file(format!("{origin}:{line}"), err.to_string())
-        })?);
-    }
-    Ok(rows)
+    super::read_table(text, origin)
 }
 
 /// A row the model can time: its layout resolved against the catalog.

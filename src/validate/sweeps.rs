@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
 use super::silicon::{subset, BENCHMARK_ROUNDS, CLIENT_JITTER_S};
-use super::{Comparison, RowOutcome, SkipReasons, TableSource};
+use super::{read_table, Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype};
 use crate::error::InputError;
 use crate::sim::virtual_run::Arrivals;
@@ -128,14 +128,7 @@ fn model_name(row: &SweepRow) -> String {
 
 /// Reads one sweep file into comparisons (all held out).
 pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputError> {
-    let mut reader = csv::ReaderBuilder::new().from_reader(file.text.as_bytes());
-    let mut rows = Vec::new();
-    for record in reader.deserialize::<SweepRow>() {
-        rows.push(record.map_err(|err| {
-            let line = err.position().map_or(0, |p| p.line());
-            InputError::file(format!("{}:{line}", file.file), err.to_string())
-        })?);
-    }
+    let rows: Vec<SweepRow> = read_table(file.text, file.file)?;
     let mut skipped = SkipReasons::default();
     let mut comparisons = Vec::new();
     for row in &rows {
