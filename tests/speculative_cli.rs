@@ -208,8 +208,10 @@ fn a_measured_point_is_predicted_as_it_ran_to_correct_a_plan() {
     };
     let (plain, mtp) = (c_star(&[]), c_star(&["--speculative", "mtp"]));
     assert!(mtp > 1.5 * plain, "{plain} vs {mtp}");
-    assert_eq!(
-        predicted, plain,
-        "predicted as measured: {plain}, with MTP: {mtp}"
+    // `solve` bisects C* to 5 % of it, `predict` to 2 %: the same pass/fail boundary, read
+    // to different widths.
+    assert!(
+        (predicted - plain).abs() <= 0.05 * plain + 1.0,
+        "predicted as measured: {predicted} against {plain} without MTP, {mtp} with it"
     );
 }

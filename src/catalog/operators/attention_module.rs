@@ -31,6 +31,7 @@ use std::path::Path;
 use super::convert::{
     along_columns, axis_line, fill, floats, join, never_slower_than_larger, newest, read, strings,
 };
+use super::native_chain::{collected_fused, NativeChainFactors};
 
 /// One family of module timings: where the collection keeps it and what the tables call it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,17 +175,21 @@ pub(super) struct ModuleTables {
     pub version: Option<String>,
     /// Grid cells extrapolated from their neighbours.
     pub filled: usize,
+    /// Rows scaled from vLLM's native norm chain to the fused ops ([`super::native_chain`]).
+    pub unchained: usize,
 }
 
 /// Reduces `dir`'s (one system's data folder) module timings of `family` under `engine` for
 /// the model shapes `shapes`, from release `preferred` when it collected both phases (the
-/// GEMMs' release), else the newest that did.
+/// GEMMs' release), else the newest that did. vLLM's latent-attention tables collected with
+/// the native norm chain are scaled by `native_chain` where it has the row.
 pub(super) fn reduce(
     dir: &Path,
     engine: &str,
     preferred: &str,
     family: Family,
     shapes: &[String],
+    native_chain: Option<&NativeChainFactors>,
 ) -> anyhow::Result<ModuleTables> {
     let base = dir.join(family.folder).join(engine);
     let both = family.files;
@@ -197,6 +202,8 @@ pub(super) fn reduce(
         return Ok(ModuleTables::default());
     };
     let mut out = ModuleTables::default();
+    let native_chain = native_chain
+        .filter(|_| engine == "vllm" && family == LATENT && !collected_fused(&base.join(&version)));
     // A prompt's lengths: every power of two where SGLang switches from dense to sparse
     // prefill (2 048 to 4 096 tokens), every other below; a decode step's every other power
     // of two (its curves bend slowly).
@@ -308,6 +315,16 @@ pub(super) fn reduce(
                 for (b, row) in slab.iter().enumerate() {
                     // A longer prompt or context never measured faster (collection noise).
                     let mut values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
+                    let (heads, batch) = (HEADS[h] as u64, batches[b] as u64);
+                    if let Some(factors) = native_chain
+                        .and_then(|f| f.of(table, name, heads, batch))
+                        .filter(|f| f.len() == values.len())
+                    {
+                        for (value, factor) in values.iter_mut().zip(factors) {
+                            *value *= factor;
+                        }
+                        out.unchained += 1;
+                    }
                     never_slower_than_larger(&mut values);
                     lines.push_str(&format!(
                         "{table},{name},{},{},{}\n",
@@ -398,6 +415,11 @@ mod tests {
     /// One collection file of `rows`, FP8 projections over an FP8 cache, written where the
     /// reduction looks.
     fn write(dir: &Path, file: &str, rows: &[Row]) {
+        write_in(&dir.join("sparse_attention/sglang/0.5.14"), file, rows);
+    }
+
+    /// The same, into `folder`.
+    fn write_in(folder: &Path, file: &str, rows: &[Row]) {
         use polars::prelude::*;
         let column = |f: fn(&Row) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
         let mut df = df!(
@@ -412,8 +434,7 @@ mod tests {
             "latency" => rows.iter().map(|r| r.6).collect::<Vec<_>>(),
         )
         .unwrap();
-        let folder = dir.join("sparse_attention/sglang/0.5.14");
-        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::create_dir_all(folder).unwrap();
         let out = std::fs::File::create(folder.join(file)).unwrap();
         ParquetWriter::new(out).finish(&mut df).unwrap();
     }
@@ -473,7 +494,7 @@ mod tests {
         write(dir, SPARSE.files[0], &context);
         write(dir, SPARSE.files[1], &generation);
 
-        let out = reduce(dir, "sglang", "0.5.14", SPARSE, &[shape(6144)]).unwrap();
+        let out = reduce(dir, "sglang", "0.5.14", SPARSE, &[shape(6144)], None).unwrap();
         assert_eq!(out.version.as_deref(), Some("0.5.14"));
         assert!(!out.data.contains("h7168"), "{}", out.data);
         let text = format!(
@@ -499,6 +520,101 @@ mod tests {
             .unwrap();
         assert!((step - 10.0).abs() < 0.5, "{step}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// vLLM's latent-attention module collected with the native norm chain is scaled by the
+    /// factors, cell by cell; the same collection marked as run with the fused ops is not, nor
+    /// is another engine's.
+    #[test]
+    fn the_native_norm_chain_is_taken_out_of_vllm_latent_attention() {
+        let scratch = crate::scratch::scratch_dir();
+        let dir = scratch.path();
+        let v3 = "DeepseekV3ForCausalLM";
+        let (mut context, mut generation) = (Vec::new(), Vec::new());
+        for heads in [8, 16] {
+            for batch in [1, 2] {
+                for length in [1024, 8192] {
+                    let ms =
+                        f64::from(heads as i32) * f64::from(batch as i32) * length as f64 / 8192.0;
+                    context.push(("mla_context_module", v3, heads, batch, length, 0, ms));
+                    generation.push((
+                        "mla_generation_module",
+                        v3,
+                        heads,
+                        batch,
+                        1,
+                        length,
+                        ms / 100.0,
+                    ));
+                }
+            }
+        }
+        for engine in ["vllm", "sglang"] {
+            let folder = dir.join("mla").join(engine).join("0.24.0");
+            write_in(&folder, LATENT.files[0], &context);
+            write_in(&folder, LATENT.files[1], &generation);
+        }
+        let folder = dir.join("mla/vllm/0.24.0");
+        let name = variant("fp8_block", "kv_fp8", "h7168");
+        let factors: String = ["mla_module_context", "mla_module_generation"]
+            .iter()
+            .flat_map(|table| {
+                let name = name.clone();
+                let (batches, lengths) = if *table == "mla_module_context" {
+                    (&CONTEXT_BATCH[..], 11)
+                } else {
+                    (&GENERATION_BATCH[..], 10)
+                };
+                HEADS.iter().flat_map(move |h| {
+                    let name = name.clone();
+                    batches.iter().map(move |b| {
+                        format!(
+                            "{table},{name},{h},{b},{}\n",
+                            vec!["0.5"; lengths].join(" ")
+                        )
+                    })
+                })
+            })
+            .collect();
+        let factors = NativeChainFactors::parse(&factors).unwrap();
+        let decode_at = |engine: &str| {
+            let out = reduce(
+                dir,
+                engine,
+                "0.24.0",
+                LATENT,
+                &[shape(7168)],
+                Some(&factors),
+            )
+            .unwrap();
+            let text = format!(
+                "meta,system,test\nmeta,engine,{engine}\n{}{}",
+                out.axes, out.data
+            );
+            let tables = crate::catalog::operators::OperatorTables::parse(&text, "test").unwrap();
+            let us = tables
+                .module_us("mla_module_generation", &name, 8.0, 1.0, 1024.0)
+                .unwrap();
+            (us, out.unchained)
+        };
+        // 1 024 positions at 8 heads and one sequence: 10 µs as collected.
+        let (scaled, rows) = decode_at("vllm");
+        assert!((scaled - 5.0).abs() < 0.1, "{scaled}");
+        assert_eq!(
+            rows,
+            HEADS.len() * (CONTEXT_BATCH.len() + GENERATION_BATCH.len())
+        );
+        let (sglang, rows) = decode_at("sglang");
+        assert!((sglang - 10.0).abs() < 0.2, "{sglang}");
+        assert_eq!(rows, 0);
+        std::fs::write(
+            folder.join("collection_meta.yaml"),
+            "tables:\n  mla_generation_module_perf:\n    norm_dispatch: vllm_c_eager_surrogate\n",
+        )
+        .unwrap();
+        let (fused, rows) = decode_at("vllm");
+        assert!((fused - 10.0).abs() < 0.2, "{fused}");
+        assert_eq!(rows, 0);
     }
 
     /// The catalog's latent-attention models are timed by the architecture of their widths:

@@ -82,6 +82,7 @@ pub fn convert_aiconfigurator(
         from.to_path_buf()
     };
     let mut summary = ConvertSummary::default();
+    let native_chain = super::native_chain::NativeChainFactors::read(out)?;
     for system in DEFAULT_SYSTEMS {
         let dir = data.join(system);
         if !dir.is_dir() {
@@ -91,7 +92,8 @@ pub fn convert_aiconfigurator(
             ));
         }
         for engine in ENGINES {
-            let Some(text) = convert_one(&dir, system, engine, shapes)? else {
+            let Some(text) = convert_one(&dir, system, engine, shapes, native_chain.as_ref())?
+            else {
                 continue;
             };
             let path = out.join(system).join(format!("{engine}.csv"));
@@ -431,6 +433,7 @@ fn convert_one(
     system: &str,
     engine: &str,
     shapes: &ModelShapes,
+    native_chain: Option<&super::native_chain::NativeChainFactors>,
 ) -> anyhow::Result<Option<Converted>> {
     let moe_shapes = &shapes.moe[..];
     let gemm_dir = dir.join("gemm").join(engine);
@@ -832,9 +835,23 @@ fn convert_one(
         (super::attention_module::LATENT, &shapes.latent_attention),
         (super::attention_module::SPARSE, &shapes.sparse_attention),
     ] {
-        let tables =
-            super::attention_module::reduce(dir, engine, &gemm_version, family, family_shapes)?;
+        let tables = super::attention_module::reduce(
+            dir,
+            engine,
+            &gemm_version,
+            family,
+            family_shapes,
+            native_chain,
+        )?;
         filled += tables.filled;
+        if tables.unchained > 0 {
+            notes.push(format!(
+                "{}: collected with vLLM's native norm chain; {} rows scaled to the fused ops by {}",
+                family.tables.join(" and "),
+                tables.unchained,
+                super::native_chain::FILE
+            ));
+        }
         axes.push_str(&tables.axes);
         data.push_str(&tables.data);
         if let Some(version) = tables.version {

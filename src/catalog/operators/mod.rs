@@ -10,6 +10,7 @@ pub mod convert;
 pub mod expert_exchange;
 pub mod grid;
 pub mod linear_attention;
+pub mod native_chain;
 pub mod tables;
 mod wide_ep;
 
