@@ -316,10 +316,17 @@ pub(super) fn reduce(
                     // A longer prompt or context never measured faster (collection noise).
                     let mut values: Vec<f64> = row.iter().map(|v| v.exp()).collect();
                     let (heads, batch) = (HEADS[h] as u64, batches[b] as u64);
-                    if let Some(factors) = native_chain
-                        .and_then(|f| f.of(table, name, heads, batch))
-                        .filter(|f| f.len() == values.len())
+                    if let Some(factors) =
+                        native_chain.and_then(|f| f.of(table, name, heads, batch))
                     {
+                        if factors.len() != values.len() {
+                            anyhow::bail!(
+                                "{}: {table},{name},{heads},{batch} has {} factors, the table {} lengths",
+                                super::native_chain::FILE,
+                                factors.len(),
+                                values.len()
+                            );
+                        }
                         for (value, factor) in values.iter_mut().zip(factors) {
                             *value *= factor;
                         }
@@ -615,6 +622,16 @@ mod tests {
         let (fused, rows) = decode_at("vllm");
         assert!((fused - 10.0).abs() < 0.2, "{fused}");
         assert_eq!(rows, 0);
+        // A row whose factors do not match the table's lengths is refused, naming the file.
+        std::fs::remove_file(folder.join("collection_meta.yaml")).unwrap();
+        let short =
+            NativeChainFactors::parse(&format!("mla_module_generation,{name},8,1,0.5 0.5\n"))
+                .unwrap();
+        let err = reduce(dir, "vllm", "0.24.0", LATENT, &[shape(7168)], Some(&short)).unwrap_err();
+        assert!(
+            err.to_string().contains(super::super::native_chain::FILE),
+            "{err}"
+        );
     }
 
     /// The catalog's latent-attention models are timed by the architecture of their widths:

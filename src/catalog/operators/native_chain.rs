@@ -15,7 +15,7 @@
 //! systems' tables before the fix match B200's before the fix to within a few per cent (73.4
 //! against 72.7 µs a decode layer at 4 heads and one sequence on GB200), and Hopper's chain is
 //! the same kernels. The factors are shipped in `hardware/operators/vllm-module-native-chain.csv`
-//! (written by `tests/operators/native_chain_factors.py`), so the reduction stays one command.
+//! (written by `tests/native-chain-factors.py`), so the reduction stays one command.
 //! Sparse attention (`dsa_*`) is left as collected: its module is larger, so the latent
 //! attention's ratio would overstate what the chain is of it.
 
