@@ -341,6 +341,7 @@ mod tests {
             intermediate_size: 4 * heads * 128,
             mlp: None,
             parallel_attention: None,
+            qk_norm_across_heads: None,
             heads,
             kv_heads,
             head_dim: 128,

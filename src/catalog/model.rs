@@ -147,6 +147,14 @@ pub struct Model {
     /// all-reduce inside both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_attention: Option<bool>,
+    /// QK-norm over each token's whole query and whole key, all heads together (MiniMax-M2's
+    /// `qk_norm_type: per_layer`), not head by head: with the heads split over the
+    /// attention's tensor-parallel cards, no card holds a whole vector, so the cards
+    /// all-reduce their partial sums of squares before normalising — one more all-reduce a
+    /// layer, of the query's and the key's FP32 variance per token (vLLM's
+    /// `MiniMaxText01RMSNormTP.forward_qk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_norm_across_heads: Option<bool>,
     #[serde(default)]
     pub heads: u32,
     #[serde(default)]
@@ -267,6 +275,17 @@ impl Model {
             1.0
         } else {
             2.0
+        }
+    }
+
+    /// Bytes per token of the all-reduce a full-attention layer adds when its heads are split
+    /// over cards (`qk_norm_across_heads`: two FP32 variances); 0 for a head-wise QK-norm or
+    /// none.
+    pub fn qk_norm_all_reduce_bytes(&self) -> f64 {
+        if self.qk_norm_across_heads == Some(true) {
+            2.0 * 4.0
+        } else {
+            0.0
         }
     }
 

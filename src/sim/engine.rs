@@ -817,6 +817,7 @@ mod tests {
             attention_layers: 1.0,
             state_bytes_per_sequence_per_card: 0.0,
             all_reduces_per_layer: 2.0,
+            qk_norm_all_reduce_bytes: 0.0,
             hidden: 1.0,
             vocab: 0.0,
             attention_width: 0.0,

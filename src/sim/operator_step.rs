@@ -76,6 +76,9 @@ pub struct OperatorStep {
     /// All-reduces a dense layer ends with when split over cards
     /// (`Model::all_reduces_per_layer`: one when attention and MLP run side by side).
     all_reduces_per_layer: f64,
+    /// Bytes per token of the all-reduce a full-attention layer's QK-norm adds across the
+    /// attention's cards (`Model::qk_norm_all_reduce_bytes`).
+    qk_norm_all_reduce_bytes: f64,
     vocab_n: f64,
     heads_per_card: f64,
     kv_heads_per_card: f64,
@@ -426,6 +429,7 @@ impl OperatorStep {
                 0.0
             },
             all_reduces_per_layer: model.all_reduces_per_layer(),
+            qk_norm_all_reduce_bytes: model.qk_norm_all_reduce_bytes(),
             vocab_n: f64::from(model.vocab_size) / tpf,
             heads_per_card: heads / tpf,
             kv_heads_per_card,
@@ -597,15 +601,22 @@ impl OperatorStep {
         // else the tokens go to their experts' cards and back (all-to-all). A dense layer
         // whose attention and MLP run side by side reduces their sum once.
         let all_reduce = self.all_reduce_us(local * self.hidden * 2.0, graph);
-        let communication = if !experts {
-            self.all_reduces_per_layer * all_reduce
-        } else if self.parallel.dp > 1 {
-            all_reduce
-                + (1.0 - self.moe_layer_share) * all_reduce
-                + self.moe_layer_share * self.expert_exchange_us(m, local, kind.phase())
+        // A QK-norm over all heads together sums its squares across the cards first.
+        let qk_norm = if self.qk_norm_all_reduce_bytes > 0.0 {
+            self.full_share * self.all_reduce_us(local * self.qk_norm_all_reduce_bytes, graph)
         } else {
-            2.0 * all_reduce
+            0.0
         };
+        let communication = qk_norm
+            + if !experts {
+                self.all_reduces_per_layer * all_reduce
+            } else if self.parallel.dp > 1 {
+                all_reduce
+                    + (1.0 - self.moe_layer_share) * all_reduce
+                    + self.moe_layer_share * self.expert_exchange_us(m, local, kind.phase())
+            } else {
+                2.0 * all_reduce
+            };
         let mut memo = self.memo.borrow_mut();
         if even {
             remember(&mut memo.layer[kind.index()], key, (gemm, communication));
@@ -1321,6 +1332,50 @@ mod tests {
             "{once:?} vs {twice:?}"
         );
         assert_eq!(once.gemm, twice.gemm);
+    }
+
+    /// MiniMax-M2's QK-norm spans all heads: split over four B200s, each decode layer adds
+    /// one all-reduce of the tokens' two FP32 variances (vLLM's table: captured in a CUDA
+    /// graph when the step runs as one, eager when not), and nothing else moves; on one card
+    /// there is nothing to reduce.
+    #[test]
+    fn a_qk_norm_over_all_heads_all_reduces_across_the_cards() {
+        let catalog = Catalog::shipped().unwrap();
+        let tables = Arc::new((**catalog.operators.get("b200_sxm", "vllm").unwrap()).clone());
+        let minimax = catalog.model("minimax-m2.5").unwrap();
+        assert_eq!(minimax.qk_norm_all_reduce_bytes(), 8.0);
+        let head_wise = crate::catalog::Model {
+            qk_norm_across_heads: None,
+            ..minimax.clone()
+        };
+        let step = |model: &crate::catalog::Model, tp: u32, graph: Option<f64>| {
+            let mut work = StepWork::default();
+            work.add_decode(16.0, 16.0 * 2000.0);
+            OperatorStep::new(
+                tables.clone(),
+                model,
+                &Parallelism::tensor(tp),
+                Dtype::Fp8,
+                Dtype::Fp8,
+                Dtype::Bf16,
+                8000.0,
+            )
+            .unwrap()
+            .time(&work, graph)
+        };
+        let layers = f64::from(minimax.layers);
+        for (graph, variant) in [(Some(16.0), "graph"), (None, "eager")] {
+            let (across, head) = (step(minimax, 4, graph), step(&head_wise, 4, graph));
+            let one = tables.all_reduce_us(variant, 4, 16.0 * 8.0).unwrap();
+            assert!(one > 0.0);
+            assert!(
+                ((across.communication - head.communication) * 1e6 - layers * one).abs() < 1e-3,
+                "{variant}: {across:?} vs {head:?}: {layers} × {one} µs"
+            );
+            assert_eq!(across.gemm, head.gemm);
+        }
+        let (alone, alone_head) = (step(minimax, 1, None), step(&head_wise, 1, None));
+        assert_eq!(alone.communication, alone_head.communication);
     }
 
     /// A request lives on one attention replica: one 8 192-token prompt on a layout of

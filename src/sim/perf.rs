@@ -217,6 +217,9 @@ pub struct PerfModel {
     pub state_bytes_per_sequence_per_card: f64,
     /// All-reduces a layer ends with when split over cards (`Model::all_reduces_per_layer`).
     pub all_reduces_per_layer: f64,
+    /// Bytes per token of the all-reduce each attention layer's QK-norm adds when split over
+    /// cards (`Model::qk_norm_all_reduce_bytes`).
+    pub qk_norm_all_reduce_bytes: f64,
     pub hidden: f64,
     pub attention_width: f64,
     /// Vocabulary: the LM head is vocabulary × hidden.
@@ -313,6 +316,7 @@ impl PerfModel {
                 .linear_attention
                 .map_or(0.0, |linear| linear.state_bytes_per_sequence(tp).1),
             all_reduces_per_layer: model.all_reduces_per_layer(),
+            qk_norm_all_reduce_bytes: model.qk_norm_all_reduce_bytes(),
             hidden: f64::from(model.hidden_size),
             vocab: f64::from(model.vocab_size),
             attention_width: f64::from(model.heads * model.head_dim),
@@ -545,11 +549,18 @@ impl PerfModel {
         let memory = bytes / (self.hbm_bytes_per_s * eff.memory)
             + experts / (self.hbm_bytes_per_s * eff.memory.min(EXPERT_STREAM_SHARE));
         let mut communication = if self.tp > 1 {
-            let message = local * self.hidden * 2.0;
-            let per_all_reduce = 2.0 * tp.log2() * eff.link_latency_us * 1e-6
-                + 2.0 * (tp - 1.0) / tp * message / (self.link_bytes_per_s * eff.link)
-                + self.fabric.cross_domain_all_reduce_s(self.tp, message);
-            self.all_reduces_per_layer * self.layers * per_all_reduce
+            let all_reduce = |message: f64| {
+                2.0 * tp.log2() * eff.link_latency_us * 1e-6
+                    + 2.0 * (tp - 1.0) / tp * message / (self.link_bytes_per_s * eff.link)
+                    + self.fabric.cross_domain_all_reduce_s(self.tp, message)
+            };
+            let qk_norm = if self.qk_norm_all_reduce_bytes > 0.0 {
+                self.attention_layers * all_reduce(local * self.qk_norm_all_reduce_bytes)
+            } else {
+                0.0
+            };
+            self.all_reduces_per_layer * self.layers * all_reduce(local * self.hidden * 2.0)
+                + qk_norm
         } else {
             0.0
         };
@@ -750,6 +761,35 @@ mod tests {
         let (once, twice) = (time(falcon), time(&sequential));
         assert!(once > 0.0);
         assert!((twice / once - 2.0).abs() < 1e-9, "{once} vs {twice}");
+    }
+
+    /// The roofline gives a QK-norm over all heads one more all-reduce per attention layer
+    /// when the heads are split, a latency-bound one (two FP32 values a token); none on one
+    /// card.
+    #[test]
+    fn a_qk_norm_over_all_heads_adds_an_all_reduce_a_layer() {
+        let catalog = Catalog::shipped().unwrap();
+        let card = catalog.card("H100-SXM").unwrap();
+        let minimax = catalog.model("minimax-m2.5").unwrap();
+        let head_wise = Model {
+            qk_norm_across_heads: None,
+            ..minimax.clone()
+        };
+        let eff = a100_13b(1, "nvlink").efficiency;
+        let mut work = StepWork::default();
+        work.add_decode(8.0, 8.0 * 1000.0);
+        let time = |model: &Model, tp: u32| {
+            PerfModel::new(model, card, "nvlink", tp, Dtype::Fp8, Dtype::Fp8, eff)
+                .step_time(&work)
+                .communication
+        };
+        let extra = time(minimax, 4) - time(&head_wise, 4);
+        let latency = 2.0 * 2.0 * eff.link_latency_us * 1e-6 * f64::from(minimax.layers);
+        assert!(
+            extra >= latency && extra < 1.01 * latency,
+            "{extra} vs {latency}"
+        );
+        assert_eq!(time(minimax, 1), time(&head_wise, 1));
     }
 
     #[test]
