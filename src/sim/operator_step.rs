@@ -1349,8 +1349,6 @@ mod tests {
             ..minimax.clone()
         };
         let step = |model: &crate::catalog::Model, tp: u32, graph: Option<f64>| {
-            let mut work = StepWork::default();
-            work.add_decode(16.0, 16.0 * 2000.0);
             OperatorStep::new(
                 tables.clone(),
                 model,
@@ -1361,7 +1359,7 @@ mod tests {
                 8000.0,
             )
             .unwrap()
-            .time(&work, graph)
+            .time(&decode(16.0, 2000.0), graph)
         };
         let layers = f64::from(minimax.layers);
         for (graph, variant) in [(Some(16.0), "graph"), (None, "eager")] {
