@@ -86,6 +86,39 @@ fn silicon_rows_keep_their_split_and_the_summary_matches_the_rows() {
     assert!(rows.iter().all(|r| r["basis"]
         .as_str()
         .is_some_and(|b| b.starts_with("measured operator"))));
+    // Each row's prompt is also simulated alone: a queue can only add to it, so no row's TTFT
+    // at its load is below it, and the queueing table's ratios are the rows' own medians.
+    for row in rows {
+        let alone = row["predicted_alone_ttft_s"]
+            .as_f64()
+            .expect("the prompt alone");
+        let at_load = row["predicted"]["ttft_s"].as_f64().expect("a TTFT");
+        assert!(alone > 0.0 && at_load >= alone * 0.999, "{row}");
+    }
+    let queueing = source["queueing"].as_array().expect("queueing ratios");
+    let counted: u64 = queueing.iter().map(|q| q["rows"].as_u64().unwrap()).sum();
+    assert_eq!(
+        counted,
+        rows.len() as u64,
+        "every closed-loop row in one band"
+    );
+    let band = queueing
+        .iter()
+        .find(|q| q["subset"] == "held out" && q["users"] == "5-16")
+        .expect("held-out rows at 5 to 16 users");
+    let in_band: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["subset"] == "held out")
+        .filter(|r| r["users"].as_u64().is_some_and(|u| (5..=16).contains(&u)))
+        .collect();
+    let ratio = |r: &&Value, of: &str| {
+        r[of]["ttft_s"].as_f64().unwrap() / r["predicted_alone_ttft_s"].as_f64().unwrap()
+    };
+    let measured = median(in_band.iter().map(|r| ratio(r, "measured")).collect());
+    let predicted = median(in_band.iter().map(|r| ratio(r, "predicted")).collect());
+    assert_eq!(band["rows"].as_u64(), Some(in_band.len() as u64));
+    assert!((band["measured_over_alone"].as_f64().unwrap() - measured).abs() < 1e-9);
+    assert!((band["predicted_over_alone"].as_f64().unwrap() - predicted).abs() < 1e-9);
 }
 
 #[test]

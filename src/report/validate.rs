@@ -123,6 +123,38 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
         }
         tables.push(table);
     }
+    if !source.queueing.is_empty() {
+        let mut table = Table {
+            caption: Some(format!(
+                "{}: how much of TTFT is waiting — median TTFT at the row's load over the \
+                 predicted TTFT of its prompt alone (measured ÷ alone, predicted ÷ alone); where \
+                 they part, the error is in the arrivals and the scheduler, not the step times",
+                source.source
+            )),
+            headers: [
+                "engine",
+                "subset",
+                "users",
+                "rows",
+                "measured ÷ alone",
+                "predicted ÷ alone",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: Vec::new(),
+        };
+        for score in &source.queueing {
+            table.rows.push(vec![
+                score.engine.clone(),
+                score.subset.clone(),
+                score.users.clone(),
+                score.rows.to_string(),
+                format!("{:.2}", score.measured_over_alone),
+                format!("{:.2}", score.predicted_over_alone),
+            ]);
+        }
+        tables.push(table);
+    }
     if details {
         let mut table = Table {
             caption: Some(format!(
@@ -145,6 +177,7 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
                 "TPOT pred",
                 "E2E pred",
                 "tok/s pred",
+                "TTFT alone pred",
                 "step times",
             ]
             .map(String::from)
@@ -163,6 +196,7 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
             ];
             cells.extend(outcome_cells(&row.measured));
             cells.extend(outcome_cells(&row.predicted));
+            cells.push(ms(row.predicted_alone_ttft_s));
             cells.push(crate::validate::basis_class(&row.basis).to_string());
             table.rows.push(cells);
         }

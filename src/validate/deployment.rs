@@ -87,6 +87,17 @@ impl Sample {
         }
     }
 
+    /// One user's requests one after another on an idle deployment: the prompt's time to
+    /// first token with nothing to wait behind (the first request of a cold server is not
+    /// counted).
+    pub fn alone() -> Sample {
+        Sample {
+            warmup: 1,
+            measured: 2,
+            start: ClosedStart::Staggered,
+        }
+    }
+
     /// GenAI-Perf on Perf Analyzer's time windows ([`Phases::Windows`]): `users` workers
     /// started together with no warm-up, the requests finishing within `windows` windows of
     /// `window_ms` measured.

@@ -13,6 +13,7 @@ pub mod deployment;
 pub mod dstack;
 pub mod fit;
 pub mod fit_constant;
+pub mod queueing;
 pub mod score;
 pub mod silicon;
 pub mod static_batch;
@@ -118,8 +119,13 @@ pub struct ComparedRow {
     pub card: String,
     pub tp: u32,
     pub load: f64,
+    /// Closed-loop users of the row (none where requests arrived at a rate).
+    pub users: Option<u32>,
     pub measured: RowOutcome,
     pub predicted: RowOutcome,
+    /// The predicted TTFT of the row's prompt alone on an idle deployment (one user), where
+    /// it was asked for: what the queue adds shows against it (see [`queueing`]).
+    pub predicted_alone_ttft_s: Option<f64>,
     /// What the prediction's step times rested on.
     pub basis: String,
     pub note: String,
@@ -160,6 +166,8 @@ pub struct SourceScore {
     pub failed: SkipReasons,
     pub groups: Vec<GroupScore>,
     pub c_star: Vec<cstar::CStarScore>,
+    /// TTFT at the rows' loads over the prompt alone, measured and predicted, per band of users.
+    pub queueing: Vec<queueing::QueueingScore>,
     pub rows: Vec<ComparedRow>,
 }
 
@@ -187,6 +195,23 @@ pub fn predict_rows(
     comparisons: &[Comparison],
     overrides: &[EngineProfile],
 ) -> (Vec<ComparedRow>, SkipReasons) {
+    predict_rows_with(catalog, comparisons, overrides, Alone::Skip)
+}
+
+/// Whether each row's prompt is also simulated alone (a fit scoring candidate constants has
+/// no use for it, and it costs a run a row).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Alone {
+    Simulate,
+    Skip,
+}
+
+fn predict_rows_with(
+    catalog: &Catalog,
+    comparisons: &[Comparison],
+    overrides: &[EngineProfile],
+    alone: Alone,
+) -> (Vec<ComparedRow>, SkipReasons) {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, Result<ComparedRow, String>)>> = Mutex::new(Vec::new());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -197,7 +222,7 @@ pub fn predict_rows(
                 let Some(comparison) = comparisons.get(index) else {
                     break;
                 };
-                let result = predict_row(catalog, comparison, overrides);
+                let result = predict_row(catalog, comparison, overrides, alone);
                 if let Ok(mut results) = results.lock() {
                     results.push((index, result));
                 }
@@ -221,6 +246,7 @@ fn predict_row(
     catalog: &Catalog,
     comparison: &Comparison,
     overrides: &[EngineProfile],
+    alone: Alone,
 ) -> Result<ComparedRow, String> {
     let profile = overrides
         .iter()
@@ -236,6 +262,24 @@ fn predict_row(
         e2e_s: Some(level.e2e.mean),
         output_tokens_per_s: Some(level.output_tokens_per_s),
     };
+    let users = match comparison.arrivals {
+        Arrivals::Closed { users } => Some(users),
+        Arrivals::Open { .. } | Arrivals::Paced { .. } => None,
+    };
+    let predicted_alone_ttft_s = (alone == Alone::Simulate)
+        .then(|| {
+            comparison
+                .deployment
+                .simulate(
+                    catalog,
+                    Arrivals::Closed { users: 1 },
+                    Sample::alone(),
+                    profile,
+                )
+                .ok()
+                .map(|alone| alone.level.ttft.mean)
+        })
+        .flatten();
     Ok(ComparedRow {
         id: comparison.id.clone(),
         engine: comparison.group.clone(),
@@ -244,8 +288,10 @@ fn predict_row(
         card: comparison.deployment.card.clone(),
         tp: comparison.deployment.parallel.tp,
         load: comparison.concurrency,
+        users,
         measured: comparison.measured,
         predicted,
+        predicted_alone_ttft_s,
         basis: simulated.basis,
         note: comparison.note.clone(),
         sweep: comparison.sweep.clone(),
@@ -377,9 +423,11 @@ pub fn score_source(
     overrides: &[EngineProfile],
     keep_rows: bool,
 ) -> SourceScore {
-    let (rows, failed) = predict_rows(catalog, &source.comparisons, overrides);
+    let (rows, failed) =
+        predict_rows_with(catalog, &source.comparisons, overrides, Alone::Simulate);
     let groups = score_groups(&rows);
     let c_star = cstar::score(&rows);
+    let queueing = queueing::score(&rows);
     SourceScore {
         model_class: source.model_class.to_string(),
         source: source.name,
@@ -391,6 +439,7 @@ pub fn score_source(
         failed,
         groups,
         c_star,
+        queueing,
         rows: if keep_rows { rows } else { Vec::new() },
     }
 }
