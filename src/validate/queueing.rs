@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::ComparedRow;
+use crate::slo::Percentile;
+use crate::stats::statistic;
 
 /// The concurrency bands the ratios are kept by: queueing grows with the users.
 const BANDS: [(u32, u32, &str); 4] = [
@@ -48,11 +50,6 @@ pub struct QueueingScore {
     pub measured_over_alone: f64,
     /// Median of predicted TTFT ÷ the prompt alone (predicted).
     pub predicted_over_alone: f64,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    crate::stats::quantile_sorted(&values, 0.5)
 }
 
 /// The ratios of `rows` that ran closed-loop users and have all three figures, per engine,
@@ -86,8 +83,8 @@ pub fn score(rows: &[ComparedRow]) -> Vec<QueueingScore> {
                 subset,
                 users: BANDS[order].2.to_string(),
                 rows: measured.len(),
-                measured_over_alone: median(measured),
-                predicted_over_alone: median(predicted),
+                measured_over_alone: statistic(&measured, Percentile::P(50.0)),
+                predicted_over_alone: statistic(&predicted, Percentile::P(50.0)),
             },
         )
         .collect()
