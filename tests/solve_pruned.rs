@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use capplan::catalog::{Card, Catalog, MemoryOptions, Model, Node, Parallelism, PdSplit};
-use capplan::plan::predicted::{CapacityPredictor, NoPrediction, Wanted};
+use capplan::plan::predicted::{CapacityPredictor, NoPrediction, PredictionAssumptions, Wanted};
 use capplan::plan::{solve, Demand, SolveReport, SolveRequest};
 use capplan::sim::calibration_file::Calibrations;
 use capplan::sim::capacity::SimPredictor;
@@ -56,7 +56,7 @@ impl CapacityPredictor for InFull {
         self.0.predict_like_all(measured)
     }
 
-    fn assumptions(&self) -> String {
+    fn assumptions(&self) -> PredictionAssumptions {
         self.0.assumptions()
     }
 }

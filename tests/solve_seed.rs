@@ -301,7 +301,7 @@ fn predictions_fill_gaps_but_never_override_evidence() {
     let h100 = plan(&report, "llama-13b", "8xH100-SXM");
     assert_eq!(h100["source"], "predicted");
     assert!(h100["evidence"].as_str().unwrap().contains("predicted"));
-    assert!(report["predictions"]
+    assert!(report["predictions"]["summary"]
         .as_str()
         .unwrap()
         .contains("uncalibrated"));
@@ -330,7 +330,7 @@ fn one_ranking_counts_users_one_way() {
         meaning.contains("llama-13b pausing 1–3 s uniform"),
         "{meaning}"
     );
-    assert!(report["predictions"]
+    assert!(report["predictions"]["summary"]
         .as_str()
         .unwrap()
         .contains("as each model's measured points"));
@@ -357,10 +357,37 @@ fn a_fresh_clone_plans_from_predictions() {
     let plans = report["plans"].as_array().unwrap();
     assert!(plans.len() > 20);
     assert!(plans.iter().all(|p| p["source"] == "predicted"));
-    let assumptions = report["predictions"].as_str().unwrap();
+    let assumptions = report["predictions"]["summary"].as_str().unwrap();
     for default in ["512 tokens in", "256 out", "TPOT ≤ 100 ms", "p90"] {
         assert!(assumptions.contains(default), "{assumptions}");
     }
+    // What the step times rest on is listed per card, apart from the summary: each predicted
+    // card once, the cards without operator tables together on the roofline's row.
+    assert!(!assumptions.contains("operator timings"), "{assumptions}");
+    let step_times = report["predictions"]["step_times"].as_array().unwrap();
+    let mut cards: Vec<&str> = step_times
+        .iter()
+        .flat_map(|b| b["cards"].as_array().unwrap())
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let listed = cards.len();
+    cards.sort_unstable();
+    cards.dedup();
+    assert_eq!(cards.len(), listed, "a card listed twice: {step_times:?}");
+    for plan in plans {
+        let card = plan["card"].as_str().unwrap();
+        assert!(cards.contains(&card), "{card} missing from {step_times:?}");
+    }
+    let basis = |card: &str| {
+        step_times
+            .iter()
+            .find(|b| b["cards"].as_array().unwrap().iter().any(|c| c == card))
+            .map(|b| b["basis"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert!(basis("H100-SXM").starts_with("measured operator timings: h100_sxm"));
+    assert!(basis("T4").starts_with("roofline"));
+    assert_eq!(basis("T4"), basis("L4"));
     let table = capplan(&[
         "solve",
         "--users",
@@ -372,6 +399,9 @@ fn a_fresh_clone_plans_from_predictions() {
     ]);
     assert_eq!(table.code, 0);
     assert!(table.stdout.contains("predicted"));
+    assert!(table
+        .stdout
+        .contains("What the predicted rows' step times rest on, per card:"));
 }
 
 #[test]

@@ -5,6 +5,7 @@
 use crate::catalog::{Card, Model, Node, Parallelism, PdSplit};
 use crate::store::CapacityPoint;
 use crate::workload::ThinkTime;
+use serde::Serialize;
 
 /// A layout the planner may need: `model` laid out as `parallel` on cards of `node`, with
 /// the fewest users per instance (before any correction) that would let it win its node
@@ -138,6 +139,51 @@ pub trait CapacityPredictor {
         measured: &[(&Model, &Card, &CapacityPoint)],
     ) -> Vec<Result<CapacityPoint, String>>;
 
-    /// The assumptions behind every prediction (workload, SLO, calibration), for the report.
-    fn assumptions(&self) -> String;
+    /// The assumptions behind every prediction (workload, SLO, calibration) and what each
+    /// card's step times rest on, for the report.
+    fn assumptions(&self) -> PredictionAssumptions;
+}
+
+/// What predicted rows assume. The step-time bases are kept apart from the one-line summary
+/// because a plan over the whole catalog predicts on some thirty cards: joined into the summary
+/// they made a paragraph of several thousand characters nobody could scan for their card.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictionAssumptions {
+    /// Scheduler, workload, SLO and calibration every prediction shares.
+    pub summary: String,
+    /// What the step times rest on, each basis once with the cards that use it, in the order
+    /// first used.
+    pub step_times: Vec<StepTimeBasis>,
+}
+
+/// One step-time basis (measured operator tables of one system and engine, or the roofline)
+/// and the cards whose predictions rest on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepTimeBasis {
+    pub basis: String,
+    pub cards: Vec<String>,
+}
+
+impl PredictionAssumptions {
+    /// Groups `(card, basis)` pairs by basis. A roofline basis names its card ("no measured
+    /// operator timings for T4"); the name is the row's, so it is taken out of the basis
+    /// before grouping, and the cards without tables share one row.
+    pub fn new(summary: String, bases: &[(String, String)]) -> PredictionAssumptions {
+        let mut step_times: Vec<StepTimeBasis> = Vec::new();
+        for (card, basis) in bases {
+            let suffix = format!(" for {card}");
+            let basis = basis.strip_suffix(&suffix).unwrap_or(basis);
+            match step_times.iter_mut().find(|b| b.basis == basis) {
+                Some(known) => known.cards.push(card.clone()),
+                None => step_times.push(StepTimeBasis {
+                    basis: basis.to_string(),
+                    cards: vec![card.clone()],
+                }),
+            }
+        }
+        PredictionAssumptions {
+            summary,
+            step_times,
+        }
+    }
 }

@@ -14,7 +14,7 @@ use super::demand::{nodes_needed, Demand};
 use super::evidence::{
     in_demand_units, why_not_same_decoding, why_not_usable, DemandCapacity, SkippedPoint,
 };
-use super::predicted::{CapacityPredictor, NoPrediction};
+use super::predicted::{CapacityPredictor, NoPrediction, PredictionAssumptions};
 use super::split::NodeSplit;
 use crate::catalog::memory::memory_fit_layout;
 use crate::catalog::names::{find, suggestion};
@@ -135,7 +135,7 @@ pub struct SolveReport {
     /// How users are counted in this plan.
     pub users_meaning: String,
     /// What predicted rows assume, when predictions were allowed.
-    pub predictions: Option<String>,
+    pub predictions: Option<PredictionAssumptions>,
     pub plans: Vec<NodePlan>,
     pub skipped: Vec<SkippedPoint>,
     pub missing: Vec<MissingCapacity>,

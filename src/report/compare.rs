@@ -7,6 +7,7 @@ use super::bar_chart::{write_bar_chart, Bar, BarChart, BarGroup, BarUnit};
 use super::chart::chart_file;
 use super::html::HtmlExporter;
 use super::markdown::MarkdownExporter;
+use super::step_times::step_time_table;
 use super::{count, dollars, users, ChartFile, Document, Exporter, Report, Table};
 use crate::plan::compare::CompareReport;
 use crate::plan::Demand;
@@ -81,7 +82,8 @@ impl CompareReport {
         heading.push(format!("Users: {}.", self.plan.users_meaning));
         if let Some(predictions) = &self.plan.predictions {
             heading.push(format!(
-                "Where nothing measured or imported applies: {predictions}."
+                "Where nothing measured or imported applies: {} (step times per card below).",
+                predictions.summary
             ));
         }
         if !self.options.inventory.is_empty() {
@@ -239,6 +241,9 @@ impl CompareReport {
                 }));
                 table.rows.push(cells);
             }
+            tables.push(table);
+        }
+        if let Some(table) = self.plan.predictions.as_ref().and_then(step_time_table) {
             tables.push(table);
         }
         let mut notes = self.notes.clone();

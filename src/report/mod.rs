@@ -18,6 +18,7 @@ pub mod memory;
 pub mod predict;
 pub mod probe;
 pub mod solve;
+pub mod step_times;
 pub mod terminal;
 pub mod validate;
 

@@ -1,5 +1,6 @@
 //! How a fleet plan reads.
 
+use super::step_times::step_time_table;
 use super::{count, dollars, users, Document, Report, Table};
 use crate::plan::{Demand, SolveReport};
 
@@ -16,8 +17,9 @@ impl Report for SolveReport {
         heading.push(format!("Users: {}.", self.users_meaning));
         if let Some(predictions) = &self.predictions {
             heading.push(format!(
-                "Where nothing measured or imported applies, C* is predicted ({predictions}); \
-                 measured ≻ imported ≻ predicted on every node shape."
+                "Where nothing measured or imported applies, C* is predicted ({}; step times \
+                 per card below); measured ≻ imported ≻ predicted on every node shape.",
+                predictions.summary
             ));
         }
         let (per_instance, per_node) = match request.demand {
@@ -128,6 +130,10 @@ impl Report for SolveReport {
                 ]);
             }
             tables.push(skipped);
+        }
+
+        if let Some(table) = self.predictions.as_ref().and_then(step_time_table) {
+            tables.push(table);
         }
 
         let mut notes = self.notes.clone();

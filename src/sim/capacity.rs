@@ -7,7 +7,7 @@ use super::engine::EngineOptions;
 use crate::catalog::band::{c_star_range, ErrorBand};
 use crate::catalog::operators::OperatorLibrary;
 use crate::catalog::{Card, EngineProfile, MemoryOptions, Model, Node, Parallelism, PdSplit};
-use crate::plan::predicted::{CapacityPredictor, NoPrediction, Wanted};
+use crate::plan::predicted::{CapacityPredictor, NoPrediction, PredictionAssumptions, Wanted};
 use crate::slo::Slo;
 use crate::store::{CapacityPoint, PointSource};
 use crate::workload::{Speculation, ThinkTime, Workload};
@@ -248,22 +248,18 @@ impl CapacityPredictor for SimPredictor {
             .collect()
     }
 
-    fn assumptions(&self) -> String {
+    fn assumptions(&self) -> PredictionAssumptions {
         let engine = match &self.engine {
             Some((engine, _)) => format!("engine profile {}", engine.summary()),
             None => "a generic scheduler".to_string(),
         };
-        let mut bases: Vec<String> = Vec::new();
-        for (card, basis) in &self.bases {
-            bases.push(format!("{card}: {basis}"));
-        }
         let per_model: Vec<String> = self
             .think_by_model
             .iter()
             .map(|(model, think)| format!("{model} {think}"))
             .collect();
-        format!(
-            "predicted rows: simulated continuous batching, {engine}, {}, workload {}{}, {}, efficiency {}; step times — {}",
+        let summary = format!(
+            "predicted rows: simulated continuous batching, {engine}, {}, workload {}{}, {}, efficiency {}",
             if self.open_loop {
                 "Poisson arrivals (R*)"
             } else {
@@ -284,12 +280,8 @@ impl CapacityPredictor for SimPredictor {
             } else {
                 self.calibrations.join(", ")
             },
-            if bases.is_empty() {
-                "none predicted".to_string()
-            } else {
-                bases.join("; ")
-            }
-        )
+        );
+        PredictionAssumptions::new(summary, &self.bases)
     }
 }
 
