@@ -7,7 +7,7 @@ use super::bar_chart::{write_bar_chart, Bar, BarChart, BarGroup, BarUnit};
 use super::chart::chart_file;
 use super::html::HtmlExporter;
 use super::markdown::MarkdownExporter;
-use super::step_times::step_time_table;
+use super::step_times::{step_time_table, step_times_pointer};
 use super::{count, dollars, users, ChartFile, Document, Exporter, Report, Table};
 use crate::plan::compare::CompareReport;
 use crate::plan::Demand;
@@ -82,8 +82,9 @@ impl CompareReport {
         heading.push(format!("Users: {}.", self.plan.users_meaning));
         if let Some(predictions) = &self.plan.predictions {
             heading.push(format!(
-                "Where nothing measured or imported applies: {} (step times per card below).",
-                predictions.summary
+                "Where nothing measured or imported applies: {} ({}).",
+                predictions.summary,
+                step_times_pointer(predictions)
             ));
         }
         if !self.options.inventory.is_empty() {

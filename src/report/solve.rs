@@ -1,6 +1,6 @@
 //! How a fleet plan reads.
 
-use super::step_times::step_time_table;
+use super::step_times::{step_time_table, step_times_pointer};
 use super::{count, dollars, users, Document, Report, Table};
 use crate::plan::{Demand, SolveReport};
 
@@ -17,9 +17,10 @@ impl Report for SolveReport {
         heading.push(format!("Users: {}.", self.users_meaning));
         if let Some(predictions) = &self.predictions {
             heading.push(format!(
-                "Where nothing measured or imported applies, C* is predicted ({}; step times \
-                 per card below); measured ≻ imported ≻ predicted on every node shape.",
-                predictions.summary
+                "Where nothing measured or imported applies, C* is predicted ({}; {}); \
+                 measured ≻ imported ≻ predicted on every node shape.",
+                predictions.summary,
+                step_times_pointer(predictions)
             ));
         }
         let (per_instance, per_node) = match request.demand {

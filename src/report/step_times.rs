@@ -6,6 +6,16 @@
 use super::Table;
 use crate::plan::predicted::PredictionAssumptions;
 
+/// Where the heading sends the reader for the step times: to the table when there is one.
+/// A plan whose every row is measured or imported predicts nothing, and gets no table.
+pub fn step_times_pointer(assumptions: &PredictionAssumptions) -> &'static str {
+    if assumptions.step_times.is_empty() {
+        "step times: none predicted"
+    } else {
+        "step times per card below"
+    }
+}
+
 /// The table, or `None` when nothing was predicted.
 pub fn step_time_table(assumptions: &PredictionAssumptions) -> Option<Table> {
     if assumptions.step_times.is_empty() {
@@ -60,7 +70,12 @@ mod tests {
                 ],
             ]
         );
+        assert_eq!(
+            step_times_pointer(&assumptions),
+            "step times per card below"
+        );
         let nothing = PredictionAssumptions::new("summary".into(), &[]);
         assert!(step_time_table(&nothing).is_none());
+        assert_eq!(step_times_pointer(&nothing), "step times: none predicted");
     }
 }
