@@ -105,6 +105,7 @@ fn main() {
                     client_jitter_s: 0.0,
                     request_overhead_s: 0.0,
                     phases: Phases::Continuous,
+                    out_of_step_s: 0.0,
                 },
             );
             sweep_seconds += 1000.0 / run.requests_per_s().max(1e-9);

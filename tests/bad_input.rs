@@ -297,6 +297,17 @@ fn a_malformed_operator_table_names_its_file_and_line() {
     .unwrap();
     let run = capplan(&["--hardware", hardware, "hardware", "list", "engines"]);
     assert_input_error(&run, &["engines.toml:2", "max_running"]);
+    // How far a benchmark's users fall out of step is a share of one request cycle.
+    std::fs::write(
+        dir.join("engines.toml"),
+        "[[engine]]\nname = \"vllm\"\ndescribes = \"x\"\noperators = \"vllm\"\nmax_running = 8\n\
+         token_budget = 2048\nchunked_prefill = true\nstep_mix = \"mixed\"\nadmission = \"continuous\"\n\
+         cuda_graph_sizes = []\nmemory_utilization = 0.9\nstep_overhead_ms = 1.0\nseq_overhead_us = 1.0\n\
+         out_of_step = 1.5\noverhead_source = \"x\"\nsource = \"x\"\n",
+    )
+    .unwrap();
+    let run = capplan(&["--hardware", hardware, "hardware", "list", "engines"]);
+    assert_input_error(&run, &["engines.toml:2", "out_of_step", "1.5"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

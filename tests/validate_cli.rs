@@ -484,53 +484,67 @@ fn the_overhead_fit_lands_on_the_same_minimum_from_either_side() {
     );
 }
 
+/// One vLLM constant fitted alone by `validate --fit STAGE` on `source`'s fit rows, from a
+/// scratch catalog whose vLLM profile has `key` at 0 (vLLM's is the first profile with each
+/// of these lines): checks the fit started from 0, came back to the shipped value within
+/// `tolerance` and at least halved the fit rows' median |error|; returns the whole report.
+fn vllm_constant_refitted(key: &str, source: &str, stage: &str, tolerance: f64) -> Value {
+    let shipped = capplan::catalog::Catalog::shipped().unwrap();
+    let shipped = serde_json::to_value(shipped.engine("vllm").unwrap()).unwrap()[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("vllm's {key}"));
+    assert!(shipped > 0.0);
+    let hardware = common::scratch(&format!("{stage}-fit"));
+    std::fs::write(
+        hardware.path().join("engines.toml"),
+        common::shipped_engines_with(key, &format!("{key} = 0.0")),
+    )
+    .unwrap();
+    let run = capplan(&[
+        "validate",
+        "--hardware",
+        hardware.path().to_str().unwrap(),
+        "--source",
+        source,
+        "--engine",
+        "vllm",
+        "--fit",
+        stage,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = json(&run);
+    let fitted = &report["fitted_constants"][0];
+    assert_eq!(fitted["engine"], "vllm");
+    assert_eq!(fitted["constant"], key);
+    assert_eq!(fitted["before"].as_f64(), Some(0.0));
+    let value = fitted["value"].as_f64().unwrap();
+    assert!((value - shipped).abs() < tolerance, "{value} vs {shipped}");
+    let (before, after) = (
+        fitted["median_abs_error_before"].as_f64().unwrap(),
+        fitted["median_abs_error_after"].as_f64().unwrap(),
+    );
+    assert!(after < before / 2.0, "{before} → {after}");
+    report
+}
+
+/// How far a benchmark's users fall out of step behind vLLM's server, fitted from a catalog
+/// whose vLLM profile keeps them in step, on vLLM's mixture-of-experts fit rows (Kimi-K2.5):
+/// it comes back to what the shipped profile carries and takes those rows' TTFT far closer.
+#[test]
+fn the_benchmark_fit_finds_vllm_users_falling_out_of_step() {
+    vllm_constant_refitted("out_of_step", "silicon-moe", "out-of-step", 0.01);
+}
+
 /// The hand-off between a disaggregated deployment's pools, fitted from a catalog whose vLLM
 /// profile has none on vLLM's 1 024-token disaggregated rows (the fit subset), comes back to
 /// what the shipped profile carries and takes those rows' TTFT closer; a bad stage name is
 /// refused.
 #[test]
 fn the_disaggregated_fit_finds_the_handoff() {
-    let shipped = capplan::catalog::Catalog::shipped()
-        .unwrap()
-        .engine("vllm")
-        .unwrap()
-        .handoff_ms;
-    assert!(shipped > 0.0);
-    let hardware = common::scratch("handoff-fit");
-    // vLLM's profile is the first with a hand-off line.
-    std::fs::write(
-        hardware.path().join("engines.toml"),
-        common::shipped_engines_with("handoff_ms", "handoff_ms = 0.0"),
-    )
-    .unwrap();
-    let folder = hardware.path().to_str().unwrap();
-    let run = capplan(&[
-        "validate",
-        "--hardware",
-        folder,
-        "--source",
-        "silicon-disagg",
-        "--engine",
-        "vllm",
-        "--fit",
-        "handoff",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let report = json(&run);
+    let report = vllm_constant_refitted("handoff_ms", "silicon-disagg", "handoff", 1.0);
     assert!(report["fitted"].as_array().unwrap().is_empty());
-    let fitted = &report["fitted_constants"][0];
-    assert_eq!(fitted["engine"], "vllm");
-    assert_eq!(fitted["constant"], "handoff_ms");
-    assert_eq!(fitted["before"].as_f64(), Some(0.0));
-    let value = fitted["value"].as_f64().unwrap();
-    assert!((value - shipped).abs() < 1.0, "{value} vs {shipped}");
-    let (before, after) = (
-        fitted["median_abs_error_before"].as_f64().unwrap(),
-        fitted["median_abs_error_after"].as_f64().unwrap(),
-    );
-    assert!(after < before / 2.0, "{before} → {after}");
 
     let run = capplan(&[
         "validate",
@@ -540,5 +554,8 @@ fn the_disaggregated_fit_finds_the_handoff() {
         "handoffs",
     ]);
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("handoffs") && run.stderr.contains("overheads, moe, handoff"));
+    assert!(
+        run.stderr.contains("handoffs")
+            && run.stderr.contains("overheads, moe, out-of-step, handoff")
+    );
 }

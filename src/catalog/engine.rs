@@ -235,11 +235,25 @@ pub struct EngineProfile {
     /// scored on the others (`handoff_source`).
     #[serde(default)]
     pub handoff_ms: f64,
-    /// What `moe_layer_overhead_us` and `handoff_ms` were fitted on, where they were.
+    /// How far a benchmark's users fall out of step behind this engine's server once the
+    /// benchmark has started them all at once, as a share of one request cycle (0–1): after
+    /// the first measured wave each user's next request leaves up to that share of a cycle
+    /// later (uniformly). A deterministic simulation keeps users started together in step for
+    /// good — they finish an iteration apart, so each round their prompts queue behind each
+    /// other's — and some servers' users do stay so; others' spread out within a round or two,
+    /// and their first tokens then rarely wait behind another prompt. Only benchmark rows
+    /// simulated as their client ran them use it (`capplan validate`); predictions assume
+    /// users already spread over a cycle. Fitted on one source's fit rows (`out_of_step_source`).
+    #[serde(default)]
+    pub out_of_step: f64,
+    /// What `moe_layer_overhead_us`, `handoff_ms` and `out_of_step` were fitted on, where
+    /// they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_layer_source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_step_source: Option<String>,
     /// Different scheduler defaults on large cards (vLLM raises its budget on cards of 70 GiB
     /// or more, A100s excepted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -355,8 +369,10 @@ mod tests {
             request_overhead_ms: 0.0,
             moe_layer_overhead_us: 0.0,
             handoff_ms: 0.0,
+            out_of_step: 0.0,
             moe_layer_source: None,
             handoff_source: None,
+            out_of_step_source: None,
             large_cards: None,
             overhead_source: "test".into(),
             source: "test".into(),

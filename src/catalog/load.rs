@@ -320,6 +320,12 @@ fn check_engine(engine: &EngineProfile, source: &Source) -> Result<(), InputErro
             return Err(invalid(format!("{field} must be 0 or more, got {value}")));
         }
     }
+    if !(engine.out_of_step.is_finite() && (0.0..=1.0).contains(&engine.out_of_step)) {
+        return Err(invalid(format!(
+            "out_of_step is a share of one request cycle (0 ≤ x ≤ 1), got {}",
+            engine.out_of_step
+        )));
+    }
     if engine
         .cuda_graph_sizes
         .windows(2)

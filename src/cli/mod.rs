@@ -91,8 +91,10 @@ pub struct ValidateArgs {
     /// Fit engine constants on each source's fit subset, print them, and score with them
     /// (paste them into hardware/engines.toml): `overheads` (per step, per sequence, per
     /// request; the dense, NIM and BLIS fit rows), `moe` (per expert layer; the
-    /// mixture-of-experts fit rows), `handoff` (between disaggregated pools; the disaggregated
-    /// fit rows), comma-separated; alone, all three in that order, each on the one before
+    /// mixture-of-experts fit rows), `out-of-step` (how far a benchmark's users fall out of
+    /// step after its first wave; every aggregated source's fit rows), `handoff` (between
+    /// disaggregated pools; the disaggregated fit rows), comma-separated; alone, all four in
+    /// that order, each on the one before
     #[arg(long, value_name = "WHAT", num_args = 0..=1, default_missing_value = "all", value_delimiter = ',')]
     pub fit: Option<Vec<String>>,
     /// Time kernels with the roofline everywhere, setting the measured operator tables aside
@@ -106,7 +108,8 @@ pub struct ValidateArgs {
     #[arg(long, default_value = "together", value_name = "MODE")]
     pub benchmark_start: String,
     /// With `--benchmark-start together`: the most a simulated client waits before each next
-    /// request (uniform), which pulls users out of step over the rounds [default: 5ms]
+    /// request (uniform); how far users fall out of step after the first wave is the engine
+    /// profile's `out_of_step` [default: 5ms]
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub client_jitter: Option<f64>,
     /// Write the C* error bands (per engine and step-time basis, from the held-out sweeps,

@@ -27,7 +27,9 @@ enum FitStage {
     /// The per-step, per-sequence and per-request overheads: every source's fit rows but the
     /// mixture-of-experts and disaggregated ones.
     Overheads,
-    /// One constant on its own source's fit rows.
+    /// One constant on its own sources' fit rows: the per-expert-layer cost on the
+    /// mixture-of-experts ones, how far benchmark users fall out of step on every aggregated
+    /// source's, the hand-off on the disaggregated ones.
     Constant(FittedKind),
 }
 
@@ -38,7 +40,26 @@ impl FitStage {
         match self {
             FitStage::Overheads => !moe && !disaggregated,
             FitStage::Constant(FittedKind::MoeLayer) => moe,
+            FitStage::Constant(FittedKind::OutOfStep) => !disaggregated,
             FitStage::Constant(FittedKind::Handoff) => disaggregated,
+        }
+    }
+
+    /// Whether the stage's constant can move `comparison` at all: how far a benchmark's users
+    /// fall out of step only matters to users a benchmark started together (not to open-loop
+    /// stages or time-windowed sweeps), so only such rows are simulated for it.
+    fn moves(self, comparison: &capplan::validate::Comparison) -> bool {
+        match self {
+            FitStage::Constant(FittedKind::OutOfStep) => {
+                matches!(
+                    comparison.arrivals,
+                    capplan::sim::virtual_run::Arrivals::Closed { .. }
+                ) && matches!(
+                    comparison.sample.start,
+                    capplan::sim::predict::ClosedStart::Together { .. }
+                )
+            }
+            FitStage::Overheads | FitStage::Constant(_) => true,
         }
     }
 }
@@ -48,6 +69,7 @@ fn fit_stages(names: Option<&[String]>) -> Result<Vec<FitStage>, capplan::InputE
     let all = [
         FitStage::Overheads,
         FitStage::Constant(FittedKind::MoeLayer),
+        FitStage::Constant(FittedKind::OutOfStep),
         FitStage::Constant(FittedKind::Handoff),
     ];
     let Some(names) = names else {
@@ -63,10 +85,11 @@ fn fit_stages(names: Option<&[String]>) -> Result<Vec<FitStage>, capplan::InputE
             "overheads" => FitStage::Overheads,
             "moe" => FitStage::Constant(FittedKind::MoeLayer),
             "handoff" => FitStage::Constant(FittedKind::Handoff),
+            "out-of-step" => FitStage::Constant(FittedKind::OutOfStep),
             other => {
                 return Err(capplan::InputError::value(format!(
-                    "--fit {other}: use overheads, moe, handoff or all (comma-separated)"
-                )))
+                "--fit {other}: use overheads, moe, out-of-step, handoff or all (comma-separated)"
+            )))
             }
         };
         wanted.push(stage);
@@ -120,9 +143,14 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
         }
     }
     let start = match args.benchmark_start.as_str() {
-        "together" => args
-            .client_jitter
-            .map(|jitter_s| capplan::sim::predict::ClosedStart::Together { jitter_s }),
+        "together" => {
+            args.client_jitter
+                .map(|jitter_s| capplan::sim::predict::ClosedStart::Together {
+                    jitter_s,
+                    // The profile's own: each deployment fills it in as it simulates.
+                    out_of_step: 0.0,
+                })
+        }
         "staggered" => Some(capplan::sim::predict::ClosedStart::Staggered),
         other => {
             return Err(capplan::InputError::value(format!(
@@ -192,6 +220,7 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
                 .filter(|s| stage.fits_on(s))
                 .flat_map(|s| s.comparisons.iter())
                 .filter(|c| c.group == base.name && c.subset == silicon::FIT_SUBSET)
+                .filter(|c| stage.moves(c))
                 .cloned()
                 .collect();
             if rows.is_empty() {
@@ -276,7 +305,7 @@ fn restarted(
             ClosedStart::Windows {
                 window_ms, windows, ..
             },
-            ClosedStart::Together { jitter_s },
+            ClosedStart::Together { jitter_s, .. },
         ) => Sample::time_windows(window_ms, windows, jitter_s),
         (ClosedStart::Windows { .. }, _) => Sample {
             start,

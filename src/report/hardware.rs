@@ -205,6 +205,7 @@ fn engines_table(engines: &[EngineProfile]) -> Table {
             "request ms",
             "µs per expert layer",
             "hand-off ms",
+            "benchmark users out of step (cycle share)",
             "kernels timed by",
         ]
         .map(String::from)
@@ -233,6 +234,7 @@ fn engines_table(engines: &[EngineProfile]) -> Table {
                     format!("{:.1}", e.request_overhead_ms),
                     format!("{:.1}", e.moe_layer_overhead_us),
                     format!("{:.0}", e.handoff_ms),
+                    format!("{:.3}", e.out_of_step),
                     format!("{} operator tables", e.operators),
                 ]
             })

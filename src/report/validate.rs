@@ -9,6 +9,16 @@ fn pct(value: f64) -> String {
     format!("{:.1} %", value * 100.0)
 }
 
+/// A fitted constant as the engine profile states it: shares of a cycle to three places,
+/// µs and ms to one.
+fn constant_value(constant: &str, value: f64) -> String {
+    if constant == "out_of_step" {
+        format!("{value:.3}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
 fn signed(value: f64) -> String {
     format!("{:+.1} %", value * 100.0)
 }
@@ -266,11 +276,12 @@ impl Report for ValidationReport {
         if !self.fitted_constants.is_empty() {
             tables.push(Table {
                 caption: Some(
-                    "Engine constants fitted one at a time, each on its source's fit subset with \
+                    "Engine constants fitted one at a time, each on its sources' fit subset with \
                      the profile's other constants held: moe_layer_overhead_us (µs per expert \
-                     layer of every iteration) to mean TPOT, handoff_ms (between disaggregated \
-                     pools) to mean TTFT; a grid, then a golden-section search, on a Cauchy loss \
-                     of the log error"
+                     layer of every iteration) to mean TPOT, out_of_step (how far a benchmark's \
+                     users fall out of step after its first wave, a share of one request cycle) \
+                     and handoff_ms (between disaggregated pools) to mean TTFT; a grid, then a \
+                     golden-section search, on a Cauchy loss of the log error"
                         .into(),
                 ),
                 headers: [
@@ -295,8 +306,9 @@ impl Report for ValidationReport {
                             f.constant.to_string(),
                             f.metric.to_string(),
                             f.rows.to_string(),
-                            format!("{:.1}", f.before),
-                            format!("{:.1}", f.value),
+                            // A share of a cycle needs more digits than µs or ms.
+                            constant_value(f.constant, f.before),
+                            constant_value(f.constant, f.value),
                             pct(f.median_abs_error_before),
                             pct(f.median_abs_error_after),
                             f.evaluations.to_string(),

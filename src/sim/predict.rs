@@ -528,8 +528,13 @@ pub enum ClosedStart {
     Staggered,
     /// All at once, each next request after a random send delay of up to `jitter_s`: how a
     /// benchmark's concurrency mode starts its workers — for the warm-up and again, once it
-    /// has drained, for the measured requests ([`Phases::Drained`]).
-    Together { jitter_s: f64 },
+    /// has drained, for the measured requests ([`Phases::Drained`]). After its first measured
+    /// request each user falls out of step by up to `out_of_step` of a request cycle (the
+    /// engine profile's [`EngineProfile::out_of_step`]; 0 keeps users as the iterations take
+    /// them).
+    ///
+    /// [`EngineProfile::out_of_step`]: crate::catalog::EngineProfile::out_of_step
+    Together { jitter_s: f64, out_of_step: f64 },
     /// All at once with no warm-up, measured over Perf Analyzer's time windows
     /// ([`Phases::Windows`]), each next request after up to `jitter_s`.
     Windows {
@@ -580,10 +585,18 @@ pub fn evaluate_arrivals(
         (Arrivals::Closed { users }, ClosedStart::Staggered) => {
             (request_cycle_s(&engine, &request.workload, users), 0.0)
         }
-        (_, ClosedStart::Together { jitter_s } | ClosedStart::Windows { jitter_s, .. }) => {
+        (_, ClosedStart::Together { jitter_s, .. } | ClosedStart::Windows { jitter_s, .. }) => {
             (0.0, jitter_s)
         }
         _ => (0.0, 0.0),
+    };
+    let out_of_step_s = match (arrivals, start) {
+        (Arrivals::Closed { users }, ClosedStart::Together { out_of_step, .. })
+            if out_of_step > 0.0 =>
+        {
+            out_of_step * request_cycle_s(&engine, &request.workload, users)
+        }
+        _ => 0.0,
     };
     let spec = RunSpec {
         arrivals,
@@ -602,6 +615,7 @@ pub fn evaluate_arrivals(
             } => Phases::Windows { window_ms, windows },
             ClosedStart::Staggered => Phases::Continuous,
         },
+        out_of_step_s,
     };
     let run = run_virtual(&mut engine, &spec);
     let (concurrency, rate) = match arrivals {
@@ -728,6 +742,7 @@ impl<'a> LevelRunner<'a> {
             client_jitter_s: 0.0,
             request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
             phases: Phases::Continuous,
+            out_of_step_s: 0.0,
         };
         let stop = stop_on_failure.then_some(&request.slo);
         let run = run_virtual_until(&mut engine, &spec, stop);
@@ -753,6 +768,7 @@ impl<'a> LevelRunner<'a> {
             client_jitter_s: 0.0,
             request_overhead_s: calibration.efficiency.request_overhead_ms * 1e-3,
             phases: Phases::Continuous,
+            out_of_step_s: 0.0,
         };
         let run = run_virtual(&mut engine, &spec);
         self.keep(engine);

@@ -75,14 +75,21 @@ pub struct RunSpec {
     /// independent users do.
     pub stagger_s: f64,
     /// Closed loop: a further random delay, uniform in [0, this], before each next request —
-    /// a real client's send-time jitter, which pulls users started together out of step
-    /// over a few rounds as it does on real servers.
+    /// a real client's send-time jitter. A few milliseconds do not part users started
+    /// together: they finish an iteration apart, leave a few milliseconds later and still
+    /// land on each other's prompts (`out_of_step_s` is what parts them).
     pub client_jitter_s: f64,
     /// Time between a request's arrival and its reaching the engine's queue (the server's
     /// HTTP front, tokenisation, request set-up): part of its TTFT, none of the GPU's.
     pub request_overhead_s: f64,
     /// Closed loop: how the measured requests follow the warm-up.
     pub phases: Phases,
+    /// [`Phases::Drained`]: after its first measured request, each user's next one leaves
+    /// after a further random delay, uniform in [0, this] (seconds): users that the benchmark
+    /// started together falling out of step, once, as some servers' users do within a round
+    /// (see `EngineProfile::out_of_step`). Zero keeps them as the engine's iterations take
+    /// them: a deterministic engine never parts users that finish an iteration apart.
+    pub out_of_step_s: f64,
 }
 
 /// How a closed loop's measured requests follow its warm-up.
@@ -292,6 +299,15 @@ pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>)
         window_start = Some(0.0);
     }
     let mut windows_over = false;
+    // Users whose first measured request has finished (they have fallen out of step, where
+    // `out_of_step_s` says they do).
+    let mut out_of_step = vec![
+        false;
+        match spec.arrivals {
+            Arrivals::Closed { users } => users as usize,
+            Arrivals::Open { .. } | Arrivals::Paced { .. } => 0,
+        }
+    ];
     let mut finish_times: Vec<f64> = Vec::new();
     let mut outcome = StepOutcome::default();
     loop {
@@ -424,7 +440,13 @@ pub fn run_virtual_until(engine: &mut Engine, spec: &RunSpec, slo: Option<&Slo>)
                     }
                 } else if issued < spec.measured_requests {
                     issued += 1;
-                    let next = now + think + turnaround(&mut rng);
+                    let mut next = now + think + turnaround(&mut rng);
+                    if let Some(first) = out_of_step.get_mut(request.user as usize) {
+                        if !*first && spec.out_of_step_s > 0.0 {
+                            next += rand::RngExt::random_range(&mut rng, 0.0..spec.out_of_step_s);
+                        }
+                        *first = true;
+                    }
                     sends.push(Reverse((to_ns(next), request.user)));
                 }
             }
@@ -598,6 +620,7 @@ mod tests {
             client_jitter_s: 0.0,
             request_overhead_s: 0.0,
             phases: Phases::Continuous,
+            out_of_step_s: 0.0,
         }
     }
 
@@ -692,6 +715,81 @@ mod tests {
                 .fold(0.0, f64::max)
         };
         assert!((first_wave_ttft(&result) - first_wave_ttft(&cold)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn users_started_together_stay_in_step_unless_they_fall_out_of_it() {
+        // Four users of long prompts and short outputs, started together after a drained
+        // warm-up. Equal requests finish an iteration apart, so in a deterministic engine every
+        // round's prompts arrive within a few decode steps of each other and each waits behind
+        // the one before: the three after the first take about twice the prompt alone.
+        // Spread once over a request cycle after the first wave, they stay apart, and a prompt
+        // waits behind another only when it lands on one (here p / cycle ≈ 1/16 each: an
+        // expected wait of about 3 × 1/16 × p/2 ≈ 0.1 of a prompt).
+        let mut spec = spec(Arrivals::Closed { users: 4 }, ThinkTime::NONE);
+        spec.workload.input_tokens = TokenLengths::Fixed { tokens: 2000 };
+        spec.workload.output_tokens = TokenLengths::Fixed { tokens: 200 };
+        spec.phases = Phases::Drained;
+        spec.warmup_requests = 8;
+        spec.measured_requests = 80;
+        let mut alone = spec.clone();
+        alone.arrivals = Arrivals::Closed { users: 1 };
+        alone.warmup_requests = 1;
+        alone.measured_requests = 2;
+        let alone = run_virtual(&mut engine(), &alone);
+        let prompt_alone = alone.requests.last().unwrap().ttft();
+
+        // TTFT over the rounds after the first wave, and that wave's arrival instant.
+        let after_first_wave = |result: &RunResult| {
+            let start = result
+                .requests
+                .iter()
+                .map(|r| r.arrival)
+                .fold(f64::MAX, f64::min);
+            let first_wave = result
+                .requests
+                .iter()
+                .filter(|r| r.arrival == start)
+                .count();
+            let later: Vec<f64> = result
+                .requests
+                .iter()
+                .filter(|r| r.arrival > start)
+                .map(|r| r.ttft())
+                .collect();
+            (first_wave, later.iter().sum::<f64>() / later.len() as f64)
+        };
+        let in_step = run_virtual(&mut engine(), &spec);
+        let (wave, in_step_ttft) = after_first_wave(&in_step);
+        assert_eq!(wave, 4);
+        assert!(
+            in_step_ttft > 1.6 * prompt_alone,
+            "{in_step_ttft} vs {prompt_alone}"
+        );
+
+        let cycle =
+            in_step.requests.iter().map(|r| r.e2e()).sum::<f64>() / in_step.requests.len() as f64;
+        assert!(prompt_alone / cycle < 0.1, "{prompt_alone} of {cycle}");
+        spec.out_of_step_s = cycle;
+        let apart = run_virtual(&mut engine(), &spec);
+        let (wave, apart_ttft) = after_first_wave(&apart);
+        // The first measured wave is still sent together; every request is counted.
+        assert_eq!(wave, 4);
+        assert_eq!(apart.requests.len(), 80);
+        assert!(
+            apart_ttft < 1.3 * prompt_alone,
+            "{apart_ttft} vs {prompt_alone}"
+        );
+        // Users fall out of step once: the run lasts a cycle longer at most, not a cycle a
+        // round.
+        let span = |r: &RunResult| {
+            r.requests.iter().map(|x| x.finish).fold(0.0, f64::max)
+                - r.requests
+                    .iter()
+                    .map(|x| x.arrival)
+                    .fold(f64::MAX, f64::min)
+        };
+        assert!(span(&apart) < span(&in_step) + 1.1 * cycle);
     }
 
     #[test]

@@ -123,7 +123,10 @@ impl Sample {
         Sample {
             warmup: 0,
             measured: requests.max(users.max(1) as usize),
-            start: ClosedStart::Together { jitter_s },
+            start: ClosedStart::Together {
+                jitter_s,
+                out_of_step: 0.0,
+            },
         }
     }
 
@@ -131,7 +134,9 @@ impl Sample {
     /// workers started together for two rounds of warm-up (AIPerf's
     /// `--warmup-request-count`, as AIConfigurator runs it), drained; then `rounds` rounds'
     /// worth of measured requests, every user starting together again ([`Phases::Drained`]);
-    /// each next request leaves after up to `jitter_s` of client-side delay.
+    /// each next request leaves after up to `jitter_s` of client-side delay. How far the users
+    /// then fall out of step is the engine's ([`Deployment::simulate`] takes it from the
+    /// profile).
     ///
     /// [`Phases::Drained`]: crate::sim::virtual_run::Phases::Drained
     pub fn benchmark(users: u32, rounds: usize, jitter_s: f64) -> Sample {
@@ -139,7 +144,10 @@ impl Sample {
         Sample {
             warmup: 2 * users,
             measured: rounds.max(1) * users,
-            start: ClosedStart::Together { jitter_s },
+            start: ClosedStart::Together {
+                jitter_s,
+                out_of_step: 0.0,
+            },
         }
     }
 }
@@ -370,6 +378,14 @@ impl Deployment {
         // prefix caching. A measurement that states a share of each prompt held in the cache
         // ran with the cache on (vLLM V0 had it off unless asked).
         options.prefix_caching |= worker.kv_arrives || !self.prefix_share.is_none();
+        // How far a benchmark's users fall out of step after its first wave is the server's.
+        let start = match sample.start {
+            ClosedStart::Together { jitter_s, .. } => ClosedStart::Together {
+                jitter_s,
+                out_of_step: profile.out_of_step,
+            },
+            other => other,
+        };
         let mut request = PredictRequest::new(
             worker.workload,
             Slo {
@@ -390,7 +406,7 @@ impl Deployment {
             arrivals,
             sample.warmup,
             sample.measured,
-            sample.start,
+            start,
         )
         .map_err(|rejected| rejected.reason)?;
         Ok(Simulated { level, basis })

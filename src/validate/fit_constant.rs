@@ -7,7 +7,10 @@
 //!   directly, one architecture so that the others score it;
 //! - the hand-off of a disaggregated request between its pools beyond the KV bytes
 //!   ([`EngineProfile::handoff_ms`]), to the mean TTFT of one prompt length's disaggregated
-//!   rows — the only figure it enters.
+//!   rows — the only figure it enters;
+//! - how far a benchmark's users fall out of step after its first wave
+//!   ([`EngineProfile::out_of_step`]), to the mean TTFT of the aggregated sources' fit rows:
+//!   it moves when prompts wait behind each other, which only TTFT sees.
 //!
 //! One number each, so a bracketing search does: a grid over the constant's range, then a
 //! golden-section search around the grid's best point, minimising the same robust (Cauchy)
@@ -28,6 +31,8 @@ pub enum FittedKind {
     MoeLayer,
     /// [`EngineProfile::handoff_ms`], to mean TTFT.
     Handoff,
+    /// [`EngineProfile::out_of_step`], to mean TTFT.
+    OutOfStep,
 }
 
 impl FittedKind {
@@ -36,6 +41,7 @@ impl FittedKind {
         match self {
             FittedKind::MoeLayer => "moe_layer_overhead_us",
             FittedKind::Handoff => "handoff_ms",
+            FittedKind::OutOfStep => "out_of_step",
         }
     }
 
@@ -43,16 +49,18 @@ impl FittedKind {
     pub fn metric(self) -> &'static str {
         match self {
             FittedKind::MoeLayer => "TPOT",
-            FittedKind::Handoff => "TTFT",
+            FittedKind::Handoff | FittedKind::OutOfStep => "TTFT",
         }
     }
 
     /// The range searched: up to a fifth of a millisecond per expert layer (about a decode
-    /// step's own length for DeepSeek-V3's 58 of them), up to a second of hand-off.
+    /// step's own length for DeepSeek-V3's 58 of them), up to a second of hand-off, from
+    /// users kept in step to users spread over a whole cycle.
     fn range(self) -> (f64, f64) {
         match self {
             FittedKind::MoeLayer => (0.0, 200.0),
             FittedKind::Handoff => (0.0, 1000.0),
+            FittedKind::OutOfStep => (0.0, 1.0),
         }
     }
 
@@ -60,6 +68,7 @@ impl FittedKind {
         match self {
             FittedKind::MoeLayer => profile.moe_layer_overhead_us,
             FittedKind::Handoff => profile.handoff_ms,
+            FittedKind::OutOfStep => profile.out_of_step,
         }
     }
 
@@ -68,6 +77,7 @@ impl FittedKind {
         match self {
             FittedKind::MoeLayer => profile.moe_layer_overhead_us = value,
             FittedKind::Handoff => profile.handoff_ms = value,
+            FittedKind::OutOfStep => profile.out_of_step = value,
         }
         profile
     }
