@@ -7,15 +7,25 @@ mod common;
 
 use capplan::catalog::Catalog;
 use capplan::sim::engine::EngineOptions;
-use capplan::sim::predict::{evaluate_level, Calibration, Layout, PredictRequest};
+use capplan::sim::measuring_client::MeasuringClient;
+use capplan::sim::predict::{
+    evaluate_arrivals, evaluate_level, Calibration, Layout, PredictRequest,
+};
+use capplan::sim::virtual_run::Arrivals;
 use capplan::sim::Efficiency;
 use capplan::slo::{Percentile, Slo};
 use capplan::store::steps::{write_steps_csv, Level, Metric};
 use capplan::workload::{PrefixShare, ThinkTime, TokenLengths, Workload};
 use common::{capplan, json, scratch};
 
-/// Levels of llama-3.1-8b on one L4 as an engine with `truth` would serve them.
+/// Levels of llama-3.1-8b on one L4 as an engine with `truth` would serve them to capplan's
+/// probe (users in steady state).
 fn measured_levels(truth: Efficiency) -> Vec<Level> {
+    measured_by(truth, MeasuringClient::SteadyState)
+}
+
+/// The same levels as `client` would measure them.
+fn measured_by(truth: Efficiency, client: MeasuringClient) -> Vec<Level> {
     let catalog = Catalog::shipped().unwrap();
     let (model, card) = (
         catalog.model("llama-3.1-8b").unwrap(),
@@ -50,7 +60,19 @@ fn measured_levels(truth: Efficiency) -> Vec<Level> {
     [1, 4, 16, 32, 64]
         .iter()
         .map(|&n| {
-            let simulated = evaluate_level(&layout, &calibration, &request, n).unwrap();
+            let simulated = match client.level(n, Some(20 * u64::from(n)), vllm.out_of_step) {
+                None => evaluate_level(&layout, &calibration, &request, n),
+                Some((warmup, measured, start)) => evaluate_arrivals(
+                    &layout,
+                    &calibration,
+                    &request,
+                    Arrivals::Closed { users: n },
+                    warmup,
+                    measured,
+                    start,
+                ),
+            }
+            .unwrap();
             let mut level = Level {
                 concurrency: Some(f64::from(n)),
                 requests: Some(simulated.requests as u64),
@@ -170,4 +192,105 @@ fn calibration_recovers_the_engine_and_predict_uses_it() {
         .as_str()
         .unwrap()
         .contains("uncalibrated"));
+}
+
+/// Writes `levels` as a run folder of llama-3.1-8b on one L4 under `root`: a probe's, or an
+/// import from `tool`.
+fn write_run(root: &std::path::Path, levels: &[Level], tool: Option<&str>) -> std::path::PathBuf {
+    let run = root
+        .join("llama-3.1-8b")
+        .join("L4-tp1")
+        .join("20261206T000000Z");
+    std::fs::create_dir_all(&run).unwrap();
+    write_steps_csv(&run.join("steps.csv"), levels).unwrap();
+    let mut config = serde_json::json!({
+        "kind": "probe",
+        "status": "finished",
+        "config": {
+            "layout": {"model": "llama-3.1-8b", "card": "L4", "tp": 1, "interconnect": "pcie",
+                       "instances_per_node": 1, "cards_per_node": null},
+            "input": {"kind": "synthetic", "tokens": {"kind": "fixed", "tokens": 512}},
+            "output_tokens": {"kind": "fixed", "tokens": 128},
+            "think_time": {"kind": "fixed", "seconds": 0.0}
+        }
+    });
+    if let Some(tool) = tool {
+        config["kind"] = "import".into();
+        config["source"] = serde_json::json!({"tool": tool});
+    }
+    std::fs::write(run.join("run.json"), config.to_string()).unwrap();
+    run
+}
+
+/// `capplan calibrate --dry-run` on one run: its JSON report.
+fn calibrate_dry(run: &std::path::Path) -> serde_json::Value {
+    let out = capplan(&[
+        "calibrate",
+        "--dry-run",
+        "--format",
+        "json",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    json(&out)
+}
+
+#[test]
+fn a_benchmarks_levels_are_simulated_as_it_ran_them() {
+    // The model is right (the defaults are the truth), but the levels were measured the way
+    // AIPerf's concurrency mode measures: every user started together, every request counted.
+    let catalog = Catalog::shipped().unwrap();
+    let card = catalog.card("L4").unwrap();
+    let truth = Efficiency::for_card(card, &card.interconnect);
+    let levels = measured_by(truth, MeasuringClient::StartedTogether);
+    let fit_of = |report: &serde_json::Value| {
+        let card_fit = report["cards"][0].clone();
+        let error = |when: &str| card_fit["fit"][when].as_f64().unwrap();
+        let drift = |factor: &str| {
+            (card_fit["fit"]["factors"][factor].as_f64().unwrap()
+                / card_fit["start"][factor].as_f64().unwrap())
+            .ln()
+            .abs()
+        };
+        (
+            error("median_error_before"),
+            error("median_error_after"),
+            drift("compute"),
+            drift("memory"),
+        )
+    };
+
+    // Imported from AIPerf, they are simulated the same way: the starting factors reproduce
+    // them (up to the client's send jitter, drawn from another seed: how the users bunch
+    // after the first wave moves a level's mean TTFT by up to a few tens of per cent), and the
+    // calibration keeps the factors near the truth.
+    let imported = calibrate_dry(&write_run(
+        &scratch("calibrate-aiperf"),
+        &levels,
+        Some("aiperf"),
+    ));
+    assert_eq!(
+        imported["cards"][0]["measured_by"][0],
+        "every user started together, every request counted"
+    );
+    let (before, after, compute, memory) = fit_of(&imported);
+    println!(
+        "as measured: median error {before:.3} -> {after:.3}, |ln| drift compute {compute:.3}, memory {memory:.3}"
+    );
+    assert!(before < 0.05 && after < 0.05, "{before} -> {after}");
+    assert!(compute < 0.2 && memory < 0.2, "{compute}, {memory}");
+
+    // Read as steady-state levels (how calibrate read every curve before), the waves of
+    // prompts the benchmark sent are missing from the simulation: no factors fit them, and the
+    // fit drags the true ones far off to make up TTFT.
+    let steady = calibrate_dry(&write_run(&scratch("calibrate-steady"), &levels, None));
+    let (_, steady_after, steady_compute, steady_memory) = fit_of(&steady);
+    println!(
+        "as steady state: median error after {steady_after:.3}, |ln| drift compute {steady_compute:.3}, memory {steady_memory:.3}"
+    );
+    assert!(steady_after > 3.0 * after, "{steady_after} vs {after}");
+    assert!(
+        steady_compute.max(steady_memory) > 2.0 * compute.max(memory),
+        "{steady_compute}, {steady_memory} vs {compute}, {memory}"
+    );
 }

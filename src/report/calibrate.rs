@@ -96,6 +96,14 @@ impl Report for CalibrateReport {
                 }
             }
             document.tables.push(levels);
+            // A benchmark's levels are simulated as it ran them (users started together);
+            // say which way each run was read, since it decides the TTFT compared.
+            for (run, how) in card.runs.iter().zip(&card.measured_by) {
+                document.notes.push(format!(
+                    "{}: {run} simulated as measured: {how}.",
+                    card.card
+                ));
+            }
         }
         document
             .notes

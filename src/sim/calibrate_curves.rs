@@ -5,7 +5,9 @@
 //! concurrencies and workload, and the efficiency factors are moved (Nelder–Mead, in log space,
 //! weakly pulled to where they started) until ln(simulated / measured) is as small as it gets
 //! over every level and metric. Means, not percentiles: they are what the model's step times
-//! drive directly, and they are the least noisy figure a level has.
+//! drive directly, and they are the least noisy figure a level has. Each level is simulated
+//! as its client ran it ([`MeasuringClient`]): a benchmark that started every user together is
+//! simulated that way, or its waves of prompts would be read as a slow card.
 
 use argmin::core::{CostFunction, Error as ArgminError};
 use serde::Serialize;
@@ -14,7 +16,9 @@ use crate::fit::simplex::minimise;
 
 use super::calibrate::CalibratedFactors;
 use super::engine::EngineOptions;
-use super::predict::{evaluate_level, Calibration, Layout, PredictRequest};
+use super::measuring_client::MeasuringClient;
+use super::predict::{evaluate_arrivals, evaluate_level, Calibration, Layout, PredictRequest};
+use super::virtual_run::Arrivals;
 use crate::slo::{Percentile, Slo};
 use crate::store::steps::{Level, Metric};
 use crate::workload::Workload;
@@ -29,6 +33,11 @@ pub struct CurveObservation<'a> {
     pub step: Calibration,
     pub levels: Vec<Level>,
     pub label: String,
+    /// How the levels were measured.
+    pub client: MeasuringClient,
+    /// How far the engine's benchmark users fall out of step after the first wave (the
+    /// profile's `out_of_step`), for a client that started them together.
+    pub out_of_step: f64,
 }
 
 /// Simulated against measured at one level.
@@ -91,14 +100,25 @@ pub fn compare(
         if figures.is_empty() {
             continue;
         }
-        let simulated = match evaluate_level(
-            &observation.layout,
-            &calibration,
-            &request,
-            n.round() as u32,
-        ) {
-            Ok(simulated) => simulated,
-            Err(_) => continue,
+        let users = n.round() as u32;
+        let simulated =
+            match observation
+                .client
+                .level(users, level.requests, observation.out_of_step)
+            {
+                None => evaluate_level(&observation.layout, &calibration, &request, users),
+                Some((warmup, measured, start)) => evaluate_arrivals(
+                    &observation.layout,
+                    &calibration,
+                    &request,
+                    Arrivals::Closed { users },
+                    warmup,
+                    measured,
+                    start,
+                ),
+            };
+        let Ok(simulated) = simulated else {
+            continue;
         };
         let value = |name: &str| match name {
             "ttft" => simulated.ttft.mean,

@@ -8,6 +8,7 @@ use super::calibrate::CalibratedFactors;
 use super::calibrate_curves::{calibrate_curves, CurveCalibration, CurveObservation};
 use super::calibration_file::StoredCalibration;
 use super::engine::EngineOptions;
+use super::measuring_client::MeasuringClient;
 use super::predict::{Calibration, Layout};
 use crate::catalog::memory::MemoryOptions;
 use crate::catalog::names::find;
@@ -22,6 +23,8 @@ pub struct CardCalibration {
     pub start: CalibratedFactors,
     pub fit: CurveCalibration,
     pub runs: Vec<String>,
+    /// How each run's levels were measured (as simulated), beside `runs`.
+    pub measured_by: Vec<String>,
 }
 
 impl CardCalibration {
@@ -131,6 +134,8 @@ pub fn calibrate_runs(
             step,
             levels: curve.levels.clone(),
             label: origin,
+            client: MeasuringClient::of_tool(curve.tool.as_deref()),
+            out_of_step: engine.out_of_step,
         };
         match by_card.iter_mut().find(|(name, _)| *name == card.name) {
             Some((_, list)) => list.push(observation),
@@ -157,6 +162,10 @@ pub fn calibrate_runs(
             start,
             fit,
             runs: observations.iter().map(|o| o.label.clone()).collect(),
+            measured_by: observations
+                .iter()
+                .map(|o| o.client.describe().to_string())
+                .collect(),
         });
     }
     Ok(CalibrateOutcome { cards, skipped })

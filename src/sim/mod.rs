@@ -11,6 +11,7 @@ pub mod disagg;
 pub mod engine;
 pub mod fabric;
 pub mod ids;
+pub mod measuring_client;
 pub mod operator_step;
 pub mod perf;
 pub mod predict;

@@ -15,10 +15,11 @@
 use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
-use super::silicon::{catalog_model_name, subset, CLIENT_JITTER_S, MOE_CLASS};
+use super::silicon::{catalog_model_name, subset, MOE_CLASS};
 use super::{read_table, Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Parallelism};
 use crate::error::InputError;
+use crate::sim::measuring_client::CLIENT_JITTER_S;
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
 

@@ -10,6 +10,7 @@ use super::deployment::{Deployment, Pools, Sample};
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype, Model, Parallelism};
 use crate::error::InputError;
+use crate::sim::measuring_client::CLIENT_JITTER_S;
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
 
@@ -617,10 +618,6 @@ pub const DISAGGREGATED_CLASS: &str = "disaggregated";
 /// Measured rounds per silicon row: AIConfigurator's benchmark sends `--num-requests` 20 ×
 /// the concurrency (`BENCH_MULTI_ROUND`), the first round of which starts together.
 pub const BENCHMARK_ROUNDS: usize = 20;
-
-/// Send-time jitter of a Python asyncio load generator on the same network, seconds: a few
-/// milliseconds between a response's end and the next request leaving.
-pub const CLIENT_JITTER_S: f64 = 0.005;
 
 /// The subset names of a split.
 pub const FIT_SUBSET: &str = "fit on";

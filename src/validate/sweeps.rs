@@ -10,10 +10,11 @@
 use serde::Deserialize;
 
 use super::deployment::{Deployment, Sample};
-use super::silicon::{subset, BENCHMARK_ROUNDS, CLIENT_JITTER_S};
+use super::silicon::{subset, BENCHMARK_ROUNDS};
 use super::{read_table, Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype};
 use crate::error::InputError;
+use crate::sim::measuring_client::{CLIENT_JITTER_S, GENAI_PERF_WINDOW_MS, PERF_ANALYZER_WINDOWS};
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
 
@@ -44,12 +45,6 @@ pub enum SweepClient {
     /// GenAI-Perf on Perf Analyzer's time windows, no warm-up: [`Sample::time_windows`].
     TimeWindows { window_ms: u32, windows: u32 },
 }
-
-/// GenAI-Perf's measurement interval when none is given, ms, and Perf Analyzer's windows
-/// per measurement (a stability percentage of 999, GenAI-Perf's default, accepts the first
-/// three).
-pub const GENAI_PERF_WINDOW_MS: u32 = 10_000;
-pub const PERF_ANALYZER_WINDOWS: u32 = 3;
 
 pub const FILES: [SweepFile; 2] = [
     SweepFile {
