@@ -165,15 +165,11 @@ pub struct StepTimeBasis {
 }
 
 impl PredictionAssumptions {
-    /// Groups `(card, basis)` pairs by basis. A roofline basis names its card ("no measured
-    /// operator timings for T4"); the name is the row's, so it is taken out of the basis
-    /// before grouping, and the cards without tables share one row.
+    /// Groups `(card, basis)` pairs by basis: the cards without tables share the roofline's.
     pub fn new(summary: String, bases: &[(String, String)]) -> PredictionAssumptions {
         let mut step_times: Vec<StepTimeBasis> = Vec::new();
         for (card, basis) in bases {
-            let suffix = format!(" for {card}");
-            let basis = basis.strip_suffix(&suffix).unwrap_or(basis);
-            match step_times.iter_mut().find(|b| b.basis == basis) {
+            match step_times.iter_mut().find(|b| &b.basis == basis) {
                 Some(known) => known.cards.push(card.clone()),
                 None => step_times.push(StepTimeBasis {
                     basis: basis.to_string(),

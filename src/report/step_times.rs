@@ -41,8 +41,7 @@ mod tests {
         let bases = [
             (
                 "T4".to_string(),
-                "roofline × efficiency (datasheet peaks): no measured operator timings for T4"
-                    .to_string(),
+                "roofline × efficiency (datasheet peaks): no measured operator timings".to_string(),
             ),
             (
                 "H100-SXM".to_string(),
@@ -50,8 +49,7 @@ mod tests {
             ),
             (
                 "L4".to_string(),
-                "roofline × efficiency (datasheet peaks): no measured operator timings for L4"
-                    .to_string(),
+                "roofline × efficiency (datasheet peaks): no measured operator timings".to_string(),
             ),
         ];
         let assumptions = PredictionAssumptions::new("summary".into(), &bases);

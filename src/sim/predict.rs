@@ -194,10 +194,9 @@ impl Calibration {
                 "{ROOFLINE_BASIS}: no {} operator timings for {system}",
                 engine.operators
             ),
-            (None, None) => format!(
-                "{ROOFLINE_BASIS}: no measured operator timings for {}",
-                card.name
-            ),
+            // The card is named wherever a basis is shown (a prediction's heading, a plan's
+            // row), so the basis does not repeat it: cards without tables share one basis.
+            (None, None) => format!("{ROOFLINE_BASIS}: no measured operator timings"),
         };
         Calibration {
             name: if card.efficiency.is_some() {
