@@ -540,6 +540,50 @@ impl Deployment {
 mod tests {
     use super::*;
 
+    /// A level whose every figure is `x` (TTFT and E2E means `x`, p90s `10 x`).
+    fn level_of(x: f64) -> LevelResult {
+        let summary = Summary {
+            n: 10,
+            mean: x,
+            p50: x,
+            p90: 10.0 * x,
+            p95: 10.0 * x,
+            p99: 10.0 * x,
+        };
+        LevelResult {
+            concurrency: 4,
+            offered_rate: None,
+            mean_in_flight: x,
+            requests: 10,
+            ttft: summary,
+            tpot: Some(summary),
+            e2e: summary,
+            output_tokens_per_s: x,
+            requests_per_s: x,
+            mean_batch: x,
+            preemptions: 0,
+            pass: true,
+            failed: Vec::new(),
+            slo_ratio: 0.0,
+        }
+    }
+
+    /// The draws' means are averaged — the figures the sources are scored on — and the rest
+    /// is the first draw's.
+    #[test]
+    fn draws_average_their_means() {
+        let level = mean_of_draws(vec![level_of(1.0), level_of(2.0), level_of(6.0)]);
+        assert_eq!(level.ttft.mean, 3.0);
+        assert_eq!(level.e2e.mean, 3.0);
+        assert_eq!(level.tpot.map(|t| t.mean), Some(3.0));
+        assert_eq!(level.output_tokens_per_s, 3.0);
+        assert_eq!(level.requests_per_s, 3.0);
+        assert_eq!((level.mean_in_flight, level.mean_batch), (3.0, 3.0));
+        assert_eq!(level.ttft.p90, 10.0);
+        let one = mean_of_draws(vec![level_of(2.0)]);
+        assert_eq!((one.ttft.mean, one.ttft.p90), (2.0, 20.0));
+    }
+
     /// Llama-3.1-8B on H100s, 2 048 tokens in, 256 out, 16 users, disaggregated.
     fn deployment(prefill_workers: u32, decode_workers: u32) -> Deployment {
         Deployment {
