@@ -106,24 +106,7 @@ fn calibration_recovers_the_engine_and_predict_uses_it() {
         ..defaults
     };
     let root = scratch("calibrate");
-    let run = root
-        .join("llama-3.1-8b")
-        .join("L4-tp1")
-        .join("20261123T000000Z");
-    std::fs::create_dir_all(&run).unwrap();
-    write_steps_csv(&run.join("steps.csv"), &measured_levels(truth)).unwrap();
-    let config = serde_json::json!({
-        "kind": "probe",
-        "status": "finished",
-        "config": {
-            "layout": {"model": "llama-3.1-8b", "card": "L4", "tp": 1, "interconnect": "pcie",
-                       "instances_per_node": 1, "cards_per_node": null},
-            "input": {"kind": "synthetic", "tokens": {"kind": "fixed", "tokens": 512}},
-            "output_tokens": {"kind": "fixed", "tokens": 128},
-            "think_time": {"kind": "fixed", "seconds": 0.0}
-        }
-    });
-    std::fs::write(run.join("run.json"), config.to_string()).unwrap();
+    let run = write_run(&root, &measured_levels(truth), None);
 
     let measurements = root.to_str().unwrap();
     let out = capplan(&[
