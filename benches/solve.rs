@@ -52,6 +52,8 @@ fn main() {
                     output_tokens: None,
                     engine: None,
                     band: None,
+                    measured_by: None,
+                    requests_per_user: None,
                     origin: "bench".into(),
                 });
             }

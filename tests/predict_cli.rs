@@ -220,3 +220,68 @@ fn the_breakdown_shows_each_steps_parts() {
     );
     assert!(run.stdout.contains("compute (roofline)"), "{}", run.stdout);
 }
+
+#[test]
+fn a_prediction_measured_as_a_benchmark_measures_its_waves_of_prompts() {
+    // The steady state (what plans assume) against AIPerf's way: every user started together,
+    // each level the average of several draws of the client's delays.
+    let c_star_and_client = |extra: &[&str]| {
+        // The layout without its TTFT limit of 2 s, which the queue of requests would decide.
+        let mut args = LAYOUT[..5].to_vec();
+        args.extend([
+            "--ttft",
+            "0.5s",
+            "--percentile",
+            "mean",
+            "--output-tokens",
+            "128",
+            "--format",
+            "json",
+        ]);
+        args.extend(extra);
+        let out = capplan(&args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let report = json(&out);
+        (
+            report["c_star"].as_u64().unwrap(),
+            report["measured_as"]["client"]["kind"].to_string(),
+        )
+    };
+    let (steady, steady_client) = c_star_and_client(&[]);
+    let (aiperf, aiperf_client) =
+        c_star_and_client(&["--measured-as", "aiperf", "--requests-per-user", "20"]);
+    println!("C* {steady} in steady state, {aiperf} as AIPerf measures");
+    assert_eq!(steady_client, "\"steady-state\"");
+    assert_eq!(aiperf_client, "\"started-together\"");
+    // Prompts sent together wait behind each other: at a TTFT limit the benchmark holds
+    // fewer users than the same engine under a steady stream.
+    assert!(aiperf * 2 < steady, "{aiperf} vs {steady}");
+
+    // The table says how its levels were measured.
+    let mut args = LAYOUT.to_vec();
+    args.extend(["table", "--measured-as", "aiperf"]);
+    let table = capplan(&args);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table
+            .stdout
+            .contains("Levels measured as a benchmark measures them"),
+        "{}",
+        table.stdout
+    );
+
+    // A table of levels is no benchmark; a count below one request a user is none either.
+    for (extra, says) in [
+        (vec!["--measured-as", "steps-csv"], "steps-csv"),
+        (vec!["--measured-as", "locust"], "locust"),
+        (
+            vec!["--measured-as", "aiperf", "--requests-per-user", "0.5"],
+            "--requests-per-user 0.5",
+        ),
+        (vec!["--measured-as", "aiperf", "--rate", "2"], "--rate"),
+    ] {
+        let out = predict(&extra);
+        assert_eq!(out.code, 2, "{extra:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{extra:?}: {}", out.stderr);
+    }
+}

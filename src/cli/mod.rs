@@ -506,6 +506,15 @@ pub struct PredictArgs {
     /// e.g. 2,4,8), or `auto` to find the highest rate that meets the SLO
     #[arg(long, value_parser = parse_input::<RateSearch>, value_name = "R,...|auto")]
     pub rate: Option<RateSearch>,
+    /// Measure each level as this benchmark measures it, to set the prediction beside its
+    /// results: aiperf, vllm-bench, guidellm, evalscope (every user started together, every
+    /// request counted), genai-perf (Perf Analyzer's time windows) [default: the steady state
+    /// of users spread over a request cycle, what plans assume]
+    #[arg(long, value_parser = parse_input::<ImportFormat>, value_name = "TOOL", conflicts_with = "rate")]
+    pub measured_as: Option<ImportFormat>,
+    /// With --measured-as: requests the benchmark counts per user at a level [default: 10]
+    #[arg(long, value_name = "N", requires = "measured_as")]
+    pub requests_per_user: Option<f64>,
     /// Seed of the simulated request lengths and think times
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

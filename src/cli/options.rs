@@ -17,8 +17,10 @@ use capplan::report::hardware::Section;
 use capplan::sim::calibration_file::Calibrations;
 use capplan::sim::capacity::SimPredictor;
 use capplan::sim::engine::EngineOptions;
+use capplan::sim::measuring_client::{MeasuredAs, MeasuringClient};
 use capplan::sim::predict::PredictRequest;
 use capplan::slo::{Percentile, Slo};
+use capplan::store::import::ImportFormat;
 use capplan::workload::dataset::{read_dataset, DatasetLengths};
 use capplan::workload::tokens::LocalTokenizer;
 use capplan::workload::{Speculation, ThinkTime, TokenLengths, Workload};
@@ -395,6 +397,29 @@ impl PredictArgs {
         request.max_concurrency = self.max_concurrency;
         request.seed = self.seed;
         request.engine = self.engine.options(engine, card);
+        if let Some(tool) = self.measured_as {
+            if tool == ImportFormat::StepsCsv {
+                return Err(capplan::InputError::value(
+                    "--measured-as steps-csv: a table of levels says nothing of how they were \
+                     measured; name the benchmark (aiperf, vllm-bench, guidellm, evalscope, \
+                     genai-perf)"
+                        .to_string(),
+                ));
+            }
+            if let Some(n) = self
+                .requests_per_user
+                .filter(|n| !(n.is_finite() && *n >= 1.0))
+            {
+                return Err(capplan::InputError::value(format!(
+                    "--requests-per-user {n}: a benchmark counts at least one request per user"
+                )));
+            }
+            request.measured_as = MeasuredAs {
+                client: MeasuringClient::of_tool(Some(tool.name())),
+                requests_per_user: self.requests_per_user,
+                out_of_step: engine.out_of_step,
+            };
+        }
         Ok(request)
     }
 }

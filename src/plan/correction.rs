@@ -31,6 +31,10 @@ pub struct MeasuredCheck {
     pub band: Option<CStarRange>,
     /// The measured C* lies outside the prediction's band.
     pub outside_band: bool,
+    /// The benchmark that measured it, whose way the prediction beside it was measured
+    /// (`CapacityPoint::measured_by`); `None`: the steady state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_by: Option<String>,
 }
 
 impl MeasuredCheck {
@@ -104,6 +108,7 @@ impl PredictionCorrections {
                         predicted: predicted.users_per_instance,
                         band: predicted.band,
                         outside_band,
+                        measured_by: point.measured_by.clone(),
                     });
                 }
                 Ok(_) => out
@@ -191,6 +196,20 @@ impl PredictionCorrections {
                 geometric_mean(&ratios)
             ));
         }
+        let mut benchmarks: Vec<&str> = self
+            .checks
+            .iter()
+            .filter_map(|c| c.measured_by.as_deref())
+            .collect();
+        benchmarks.sort_unstable();
+        benchmarks.dedup();
+        for tool in benchmarks {
+            notes.push(format!(
+                "points measured by {tool} are set beside predictions measured as {tool} measures \
+                 a level (every user started together), not beside the steady state plans \
+                 assume: a level's first tokens wait for the prompts sent with them"
+            ));
+        }
         for check in self.checks.iter().filter(|c| c.outside_band) {
             let band = check
                 .band
@@ -231,6 +250,7 @@ mod tests {
             predicted,
             band: None,
             outside_band: false,
+            measured_by: None,
         }
     }
 

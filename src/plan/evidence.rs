@@ -169,6 +169,8 @@ mod tests {
             output_tokens: None,
             engine: None,
             band: None,
+            measured_by: None,
+            requests_per_user: None,
         }
     }
 

@@ -85,6 +85,21 @@ pub fn points_from_runs(
             max_error_rate: Some(max_error_rate),
             think_time: None,
         };
+        // A benchmark's levels are set beside predictions measured its way (see
+        // `CapacityPoint::measured_by`); a probe's are the steady state predictions assume.
+        let measured_by = curve
+            .tool
+            .clone()
+            .filter(|tool| curve.kind == "import" && tool != STEPS_CSV);
+        let requests_per_user = |users: f64| {
+            curve
+                .levels
+                .iter()
+                .filter_map(|l| Some((l.concurrency?, l.requests? as f64)))
+                .filter(|(n, requests)| *n >= 1.0 && *requests > 0.0)
+                .min_by(|a, b| (a.0 - users).abs().total_cmp(&(b.0 - users).abs()))
+                .map(|(n, requests)| requests / n)
+        };
         let point = |users: f64, point_slo: Slo, note: String, e2e: Option<f64>| CapacityPoint {
             model: model.name.clone(),
             card: card.name.clone(),
@@ -117,6 +132,8 @@ pub fn points_from_runs(
             output_tokens: curve.workload().map(|w| w.output_tokens.mean()),
             engine: None,
             band: None,
+            measured_by: measured_by.clone(),
+            requests_per_user: measured_by.as_ref().and_then(|_| requests_per_user(users)),
         };
         let fitted = fit_measured(curve.clone(), &settings);
         match (&fitted.capacity, curve.result_c_star) {
@@ -176,6 +193,9 @@ pub fn load_evidence(dir: &Path, catalog: &Catalog, slo: &Slo) -> Result<RunEvid
         notes: runs.notes,
     })
 }
+
+/// `import --from steps-csv`: a table of levels, which says nothing of how they were measured.
+const STEPS_CSV: &str = "steps-csv";
 
 /// The failures a level may have and still count, when planning: 1 %.
 pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.01;

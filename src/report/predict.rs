@@ -63,6 +63,10 @@ impl Report for Prediction {
             ),
             format!("Step times: {}.", self.basis),
         ];
+        let mut heading = heading;
+        if let Some(how) = self.measured_as.describe() {
+            heading.push(how);
+        }
         let mut table = Table {
             caption: Some("Latency in ms; percentiles interpolated on exact values".into()),
             headers: [

@@ -13,6 +13,7 @@ use crate::store::{CapacityPoint, PointSource};
 use crate::workload::{Speculation, ThinkTime, Workload};
 
 use super::calibration_file::Calibrations;
+use super::measuring_client::{MeasuredAs, MeasuringClient};
 use super::predict::{
     estimate_c_star, predict_rate, predict_with, Calibration, Layout, PredictRequest, RateSearch,
     SearchHints, SKIPPED_LEVELS_BELOW,
@@ -378,6 +379,16 @@ impl SimPredictor {
                 tokens: tokens.round() as u32,
             };
         }
+        // As its client measured it: a benchmark's users started together, and on an engine
+        // whose benchmark users fall out of step, by the profile's share of a cycle.
+        request.measured_as = MeasuredAs {
+            client: MeasuringClient::of_tool(measured.measured_by.as_deref()),
+            requests_per_user: measured.requests_per_user,
+            out_of_step: self
+                .engine
+                .as_ref()
+                .map_or(0.0, |(engine, _)| engine.out_of_step),
+        };
         request
     }
 
@@ -663,6 +674,8 @@ impl SimPredictor {
             band: None,
             pd: None,
             speculation: request.workload.speculation.clone(),
+            measured_by: None,
+            requests_per_user: None,
         }
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::engine::{Engine, EngineConfig, EngineOptions};
 use super::fabric::Fabric;
+use super::measuring_client::MeasuredAs;
 use super::operator_step::OperatorStep;
 use super::perf::{Efficiency, PerfModel, StepWork};
 use super::virtual_run::{
@@ -255,6 +256,9 @@ pub struct PredictRequest {
     pub engine: EngineOptions,
     /// Requests measured per open-loop level (after a tenth as many of warm-up).
     pub open_loop_requests: usize,
+    /// How each closed-loop level is measured: the steady state, unless the prediction is set
+    /// beside a benchmark's C* and so measured as that benchmark measured.
+    pub measured_as: MeasuredAs,
 }
 
 impl PredictRequest {
@@ -267,6 +271,7 @@ impl PredictRequest {
             seed: 1,
             engine: EngineOptions::default(),
             open_loop_requests: 1000,
+            measured_as: MeasuredAs::STEADY_STATE,
         }
     }
 }
@@ -346,6 +351,9 @@ pub struct Prediction {
     /// [`SearchHints::needed`]): `c_star` is then only the highest level passed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub below: Option<u32>,
+    /// How each level was measured (`predict --measured-as`): the steady state, or a
+    /// benchmark's way.
+    pub measured_as: MeasuredAs,
     pub elapsed_ms: f64,
 }
 
@@ -577,12 +585,66 @@ pub fn evaluate_arrivals(
     measured: usize,
     start: ClosedStart,
 ) -> Result<LevelResult, LayoutRejected> {
-    let (mut engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+    let mut draws = evaluate_draws(
+        layout,
+        calibration,
+        request,
+        arrivals,
+        (warmup, measured),
+        start,
+        1,
+    )?;
+    Ok(draws.remove(0))
+}
+
+/// [`evaluate_arrivals`] run `draws` times with seeds `request.seed`, `request.seed + 1`, …
+/// (each its own draws of lengths and the client's delays), one level's runs on one step
+/// model: the layer times it remembers carry over from run to run, as [`LevelRunner`]'s do
+/// from level to level, where building it anew for each draw made the silicon sample's
+/// benchmark rows cost eight step models each.
+pub fn evaluate_draws(
+    layout: &Layout,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    arrivals: Arrivals,
+    counts: (usize, usize),
+    start: ClosedStart,
+    draws: u64,
+) -> Result<Vec<LevelResult>, LayoutRejected> {
+    let (engine, _) = engine_for(layout, calibration, &request.engine, false)?;
+    let config = *engine.config();
+    let mut perf = engine.into_perf();
     let engines = layout.virtual_engines();
     let arrivals = arrivals.per_engine(engines);
+    let (concurrency, rate) = match arrivals {
+        Arrivals::Closed { users } => (users * engines, None),
+        Arrivals::Open { rate } | Arrivals::Paced { rate } => (0, Some(rate * f64::from(engines))),
+    };
+    let mut levels = Vec::with_capacity(draws.max(1) as usize);
+    for draw in 0..draws.max(1) {
+        let mut engine = Engine::new(config, perf, false);
+        let mut spec = arrivals_spec(&engine, calibration, request, arrivals, counts, start);
+        spec.seed = request.seed + draw;
+        let run = run_virtual(&mut engine, &spec);
+        perf = engine.into_perf();
+        levels.push(judge(concurrency, rate, &run, &request.slo).across(engines));
+    }
+    Ok(levels)
+}
+
+/// The run of one engine's `arrivals`, `counts` = (warm-up, measured) requests, its users
+/// started as `start` says.
+fn arrivals_spec(
+    engine: &Engine,
+    calibration: &Calibration,
+    request: &PredictRequest,
+    arrivals: Arrivals,
+    (warmup, measured): (usize, usize),
+    start: ClosedStart,
+) -> RunSpec {
     let (stagger_s, client_jitter_s) = match (arrivals, start) {
         (Arrivals::Closed { users }, ClosedStart::Staggered) => {
-            (request_cycle_s(&engine, &request.workload, users), 0.0)
+            (request_cycle_s(engine, &request.workload, users), 0.0)
         }
         (_, ClosedStart::Together { jitter_s, .. } | ClosedStart::Windows { jitter_s, .. }) => {
             (0.0, jitter_s)
@@ -593,11 +655,11 @@ pub fn evaluate_arrivals(
         (Arrivals::Closed { users }, ClosedStart::Together { out_of_step, .. })
             if out_of_step > 0.0 =>
         {
-            out_of_step * request_cycle_s(&engine, &request.workload, users)
+            out_of_step * request_cycle_s(engine, &request.workload, users)
         }
         _ => 0.0,
     };
-    let spec = RunSpec {
+    RunSpec {
         arrivals,
         workload: request.workload.clone(),
         warmup_requests: warmup,
@@ -615,13 +677,7 @@ pub fn evaluate_arrivals(
             ClosedStart::Staggered => Phases::Continuous,
         },
         out_of_step_s,
-    };
-    let run = run_virtual(&mut engine, &spec);
-    let (concurrency, rate) = match arrivals {
-        Arrivals::Closed { users } => (users * engines, None),
-        Arrivals::Open { rate } | Arrivals::Paced { rate } => (0, Some(rate * f64::from(engines))),
-    };
-    Ok(judge(concurrency, rate, &run, &request.slo).across(engines))
+    }
 }
 
 /// Runs one closed-loop level and judges it against the SLO.
@@ -719,10 +775,13 @@ impl<'a> LevelRunner<'a> {
         stop_on_failure: bool,
     ) -> Result<LevelResult, LayoutRejected> {
         let (layout, calibration, request) = (self.layout, self.calibration, self.request);
-        let mut engine = self.engine()?;
         // A pipeline's users spread over its batches in flight; the fullest one is simulated.
         let engines = layout.virtual_engines();
         let per_engine = concurrency.max(1).div_ceil(engines);
+        if let Some((warmup, measured, start)) = request.measured_as.level(per_engine) {
+            return self.benchmark_level(concurrency, (warmup, measured), start, stop_on_failure);
+        }
+        let mut engine = self.engine()?;
         let users = per_engine as usize;
         let stagger_s = request_cycle_s(&engine, &request.workload, per_engine);
         let spec = RunSpec {
@@ -746,6 +805,40 @@ impl<'a> LevelRunner<'a> {
         let stop = stop_on_failure.then_some(&request.slo);
         let run = run_virtual_until(&mut engine, &spec, stop);
         self.keep(engine);
+        Ok(judge(concurrency, None, &run, &request.slo).across(engines))
+    }
+
+    /// A closed-loop level as a benchmark measured it (see [`PredictRequest::measured_as`]):
+    /// its users started as `start` says, `counts` = (warm-up, measured) requests; where its
+    /// users fall out of step by the client's random delays, the requests of several draws
+    /// pooled ([`MeasuredAs::draws`]), so that its mean is their average.
+    fn benchmark_level(
+        &mut self,
+        concurrency: u32,
+        counts: (usize, usize),
+        start: ClosedStart,
+        stop_on_failure: bool,
+    ) -> Result<LevelResult, LayoutRejected> {
+        let (layout, calibration, request) = (self.layout, self.calibration, self.request);
+        let engines = layout.virtual_engines();
+        let arrivals = Arrivals::Closed {
+            users: concurrency.max(1).div_ceil(engines),
+        };
+        let stop = stop_on_failure.then_some(&request.slo);
+        let mut runs = Vec::new();
+        for draw in 0..MeasuredAs::draws(start) {
+            let mut engine = self.engine()?;
+            let mut spec = arrivals_spec(&engine, calibration, request, arrivals, counts, start);
+            spec.seed = request.seed + draw;
+            let run = run_virtual_until(&mut engine, &spec, stop);
+            self.keep(engine);
+            let stopped = run.stopped.is_some();
+            runs.push(run);
+            if stopped {
+                break;
+            }
+        }
+        let run = RunResult::pooled(runs);
         Ok(judge(concurrency, None, &run, &request.slo).across(engines))
     }
 
@@ -905,6 +998,7 @@ fn predict_shell(
         disaggregated: None,
         steps: Vec::new(),
         below: None,
+        measured_as: request.measured_as,
         elapsed_ms: 0.0,
     };
     Ok((prediction, engine))

@@ -212,6 +212,30 @@ impl RunResult {
     pub fn requests_per_s(&self) -> f64 {
         self.requests.len() as f64 / self.window_s.max(1e-12)
     }
+
+    /// Several runs of one level as one: their requests, windows and tokens together (so the
+    /// pooled means are the runs' average where they counted alike), the iterations' mean
+    /// batch averaged, and the first reason one stopped early.
+    pub fn pooled(runs: Vec<RunResult>) -> RunResult {
+        let n = runs.len().max(1) as f64;
+        let mut pooled = RunResult {
+            requests: Vec::new(),
+            window_s: 0.0,
+            output_tokens_in_window: 0,
+            mean_batch: 0.0,
+            preemptions: 0,
+            stopped: None,
+        };
+        for run in runs {
+            pooled.requests.extend(run.requests);
+            pooled.window_s += run.window_s;
+            pooled.output_tokens_in_window += run.output_tokens_in_window;
+            pooled.mean_batch += run.mean_batch / n;
+            pooled.preemptions += run.preemptions;
+            pooled.stopped = pooled.stopped.or(run.stopped);
+        }
+        pooled
+    }
 }
 
 struct InFlight {

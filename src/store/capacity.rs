@@ -15,6 +15,7 @@ use crate::catalog::names::{find, suggestion};
 use crate::catalog::{Catalog, Parallelism, PdSplit};
 use crate::error::InputError;
 use crate::slo::{Percentile, Slo};
+use crate::store::import::ImportFormat;
 use crate::workload::{Speculation, ThinkTime};
 
 /// Where a capacity number comes from, best first.
@@ -88,6 +89,15 @@ pub struct CapacityPoint {
     /// `--speculative` writes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<Speculation>,
+    /// The benchmark a run imported from measured it with (`aiperf`, `vllm-bench`, …, as
+    /// `import --from` names it); `None` for a probe's run and a table. How it started its
+    /// users decides the C* it measured at a TTFT limit, so a prediction set beside the point
+    /// is measured the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_by: Option<String>,
+    /// Requests that benchmark counted per user at the level nearest C*.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_user: Option<f64>,
 }
 
 fn is_one(value: &u32) -> bool {
@@ -95,7 +105,7 @@ fn is_one(value: &u32) -> bool {
 }
 
 const REQUIRED: [&str; 4] = ["model", "card", "tp", "users_per_instance"];
-const OPTIONAL: [&str; 20] = [
+const OPTIONAL: [&str; 21] = [
     "pp",
     "pd",
     "speculative",
@@ -116,6 +126,7 @@ const OPTIONAL: [&str; 20] = [
     "e2e_mean_s",
     "output_tokens_mean",
     "engine",
+    "measured_by",
 ];
 
 /// Reads every `*.csv` directly in `dir` (sorted by name). A missing folder has no points. (Run
@@ -276,6 +287,19 @@ pub fn parse_capacity_csv(
                 Some(split)
             }
         };
+        // The benchmark whose levels gave this C*: a prediction set beside the point is
+        // measured as it measured them.
+        let measured_by = match cell("measured_by") {
+            "" => None,
+            text => match text
+                .parse::<ImportFormat>()
+                .map_err(|err| bad(format!("measured_by: {err}")))?
+            {
+                // A table of levels says nothing of how they were measured.
+                ImportFormat::StepsCsv => None,
+                tool => Some(tool.name().to_string()),
+            },
+        };
         let speculation = match cell("speculative") {
             "" => None,
             text => Some(
@@ -359,6 +383,8 @@ pub fn parse_capacity_csv(
             band: None,
             pd,
             speculation,
+            measured_by,
+            requests_per_user: None,
             origin: here,
         });
     }
@@ -458,6 +484,34 @@ mod tests {
                 .to_string();
             assert!(err.starts_with("t.csv:2") && err.contains(says), "{err}");
         }
+    }
+
+    #[test]
+    fn a_row_names_the_benchmark_that_measured_it() {
+        let header = "model,card,tp,users_per_instance,ttft_slo_s,measured_by\n";
+        let read = |tool: &str| {
+            parse_capacity_csv(
+                &format!("{header}llama-3.1-8b,L4,1,30,1,{tool}\n"),
+                "t.csv",
+                &catalog(),
+            )
+        };
+        assert_eq!(
+            read("AIPerf").unwrap()[0].measured_by.as_deref(),
+            Some("aiperf")
+        );
+        assert_eq!(
+            read("vllm_bench").unwrap()[0].measured_by.as_deref(),
+            Some("vllm-bench")
+        );
+        // A table of levels says nothing of how they were measured.
+        assert_eq!(read("steps-csv").unwrap()[0].measured_by, None);
+        assert_eq!(read("").unwrap()[0].measured_by, None);
+        let err = read("locust").unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.csv:2") && err.contains("measured_by") && err.contains("aiperf"),
+            "{err}"
+        );
     }
 
     impl CapacityPoint {

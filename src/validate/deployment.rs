@@ -4,8 +4,9 @@
 use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism};
 use crate::sim::disagg::KvHandover;
 use crate::sim::engine::EngineOptions;
+use crate::sim::measuring_client::MeasuredAs;
 use crate::sim::predict::{
-    engine_for, evaluate_arrivals, step_basis, Calibration, ClosedStart, Layout, LevelResult,
+    engine_for, evaluate_draws, step_basis, Calibration, ClosedStart, Layout, LevelResult,
     PredictRequest,
 };
 use crate::sim::virtual_run::Arrivals;
@@ -401,43 +402,24 @@ impl Deployment {
         let basis = step_basis(&engine, &calibration);
         // Users that fall out of step do so by the client's random amounts, so one run's
         // means are a single draw: the benchmark's figure is predicted by several draws'
-        // average (see `CLIENT_DRAWS`).
-        let draws = match start {
-            ClosedStart::Together { out_of_step, .. } if out_of_step > 0.0 => CLIENT_DRAWS,
-            _ => 1,
-        };
-        let mut levels = Vec::with_capacity(draws as usize);
-        for draw in 0..draws {
-            request.seed = 1 + draw;
-            levels.push(
-                evaluate_arrivals(
-                    &layout,
-                    &calibration,
-                    &request,
-                    arrivals,
-                    sample.warmup,
-                    sample.measured,
-                    start,
-                )
-                .map_err(|rejected| rejected.reason)?,
-            );
-        }
+        // average (see `measuring_client::CLIENT_DRAWS`).
+        request.seed = 1;
+        let levels = evaluate_draws(
+            &layout,
+            &calibration,
+            &request,
+            arrivals,
+            (sample.warmup, sample.measured),
+            start,
+            MeasuredAs::draws(start),
+        )
+        .map_err(|rejected| rejected.reason)?;
         Ok(Simulated {
             level: mean_of_draws(levels),
             basis,
         })
     }
 }
-
-/// Runs of a level whose users fall out of step (an engine profile's `out_of_step`), each with
-/// its own draws of the client's delays. One run's mean TTFT is a sample of where the users
-/// happened to land: over the silicon sample's 1 139 vLLM rows, four single runs' predicted
-/// TTFT lie 5.4 % apart (largest ÷ smallest) in the median row, 20 % at the 90th percentile and
-/// up to 2.5 times. The draws' average is the prediction of what the benchmark measures. Held-out
-/// vLLM MoE TTFT, median |error|: one draw 21.1 % and four 20.5 % (`out_of_step` 0.279, fitted
-/// on one draw), eight 20.1 % (0.244, refitted on eight), sixteen 19.7 % (0.245); eight cost
-/// the silicon sources about 2.4 times the time of one.
-pub const CLIENT_DRAWS: u64 = 8;
 
 /// The draws of one level as one: their means averaged (the figures the sources are scored
 /// on), the rest — percentiles, counts — the first draw's.

@@ -126,6 +126,7 @@ pub fn shipped_engines_with(key: &str, line: &str) -> String {
 }
 
 pub mod closed_loop;
+pub mod simulated_run;
 
 /// Starts `capplan serve` in-process on 127.0.0.1, port 0; returns its base URL. The server
 /// lives as long as the test's runtime.
