@@ -294,23 +294,23 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
 /// under a new jitter, and becomes a counted one (two warm-up rounds, 20 measured) under
 /// another start; a counted sample keeps its counts.
 fn restarted(
-    sample: capplan::validate::deployment::Sample,
+    sample: capplan::sim::measuring_client::LevelSample,
     start: capplan::sim::predict::ClosedStart,
     users: u32,
-) -> capplan::validate::deployment::Sample {
+) -> capplan::sim::measuring_client::LevelSample {
+    use capplan::sim::measuring_client::LevelSample;
     use capplan::sim::predict::ClosedStart;
-    use capplan::validate::deployment::Sample;
     match (sample.start, start) {
         (
             ClosedStart::Windows {
                 window_ms, windows, ..
             },
             ClosedStart::Together { jitter_s, .. },
-        ) => Sample::time_windows(window_ms, windows, jitter_s),
-        (ClosedStart::Windows { .. }, _) => Sample {
+        ) => LevelSample::time_windows(window_ms, windows, jitter_s),
+        (ClosedStart::Windows { .. }, _) => LevelSample {
             start,
-            ..Sample::benchmark(users, capplan::validate::silicon::BENCHMARK_ROUNDS, 0.0)
+            ..LevelSample::benchmark(users, capplan::validate::silicon::BENCHMARK_ROUNDS, 0.0)
         },
-        _ => Sample { start, ..sample },
+        _ => LevelSample { start, ..sample },
     }
 }

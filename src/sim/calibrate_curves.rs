@@ -107,14 +107,12 @@ pub fn compare(
                 .level(users, level.requests, observation.out_of_step)
             {
                 None => evaluate_level(&observation.layout, &calibration, &request, users),
-                Some((warmup, measured, start)) => evaluate_arrivals(
+                Some(sample) => evaluate_arrivals(
                     &observation.layout,
                     &calibration,
                     &request,
                     Arrivals::Closed { users },
-                    warmup,
-                    measured,
-                    start,
+                    sample,
                 ),
             };
         let Ok(simulated) = simulated else {

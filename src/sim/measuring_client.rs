@@ -38,6 +38,92 @@ pub const FALLBACK_ROUNDS: usize = 10;
 /// the silicon sources about 2.4 times the time of one.
 pub const CLIENT_DRAWS: u64 = 8;
 
+/// How a measurement ran a level: how many requests it discarded, how many it counted, and
+/// how its users started.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LevelSample {
+    pub warmup: usize,
+    pub measured: usize,
+    pub start: ClosedStart,
+}
+
+impl LevelSample {
+    /// `users` closed-loop users in steady state: one warm-up round and two measured rounds
+    /// of every user, at least 60 measured requests.
+    pub fn closed(users: u32) -> LevelSample {
+        let users = users.max(1) as usize;
+        LevelSample {
+            warmup: users,
+            measured: (2 * users).max(60),
+            start: ClosedStart::Staggered,
+        }
+    }
+
+    /// One user's requests one after another on an idle deployment: the prompt's time to
+    /// first token with nothing to wait behind (the first request of a cold server is not
+    /// counted).
+    pub fn alone() -> LevelSample {
+        LevelSample {
+            warmup: 1,
+            measured: 2,
+            start: ClosedStart::Staggered,
+        }
+    }
+
+    /// GenAI-Perf on Perf Analyzer's time windows ([`Phases::Windows`]): `users` workers
+    /// started together with no warm-up, the requests finishing within `windows` windows of
+    /// `window_ms` measured.
+    ///
+    /// [`Phases::Windows`]: crate::sim::virtual_run::Phases::Windows
+    pub fn time_windows(window_ms: u32, windows: u32, jitter_s: f64) -> LevelSample {
+        LevelSample {
+            warmup: 0,
+            // Which requests count is decided by when they finish.
+            measured: usize::MAX,
+            start: ClosedStart::Windows {
+                window_ms,
+                windows,
+                jitter_s,
+            },
+        }
+    }
+
+    /// A client that pushes `requests` requests through `users` slots, every slot started
+    /// together, no warm-up, every request counted: SGLang's and vLLM's `bench_serving` with
+    /// `--max-concurrency` (each prompt a task waiting on one semaphore).
+    pub fn counted(users: u32, requests: usize, jitter_s: f64) -> LevelSample {
+        LevelSample {
+            warmup: 0,
+            measured: requests.max(users.max(1) as usize),
+            start: ClosedStart::Together {
+                jitter_s,
+                out_of_step: 0.0,
+            },
+        }
+    }
+
+    /// A benchmark's concurrency mode (AIPerf, GenAI-Perf, vLLM's `bench serve`): `users`
+    /// workers started together for two rounds of warm-up (AIPerf's
+    /// `--warmup-request-count`, as AIConfigurator runs it), drained; then `rounds` rounds'
+    /// worth of measured requests, every user starting together again ([`Phases::Drained`]);
+    /// each next request leaves after up to `jitter_s` of client-side delay. How far the users
+    /// then fall out of step is the engine's (validation's deployments take it from the
+    /// profile).
+    ///
+    /// [`Phases::Drained`]: crate::sim::virtual_run::Phases::Drained
+    pub fn benchmark(users: u32, rounds: usize, jitter_s: f64) -> LevelSample {
+        let users = users.max(1) as usize;
+        LevelSample {
+            warmup: 2 * users,
+            measured: rounds.max(1) * users,
+            start: ClosedStart::Together {
+                jitter_s,
+                out_of_step: 0.0,
+            },
+        }
+    }
+}
+
 /// How a closed-loop level's users were started and which requests were counted.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
@@ -77,38 +163,25 @@ impl MeasuringClient {
     /// of step after the first wave).
     ///
     /// [`evaluate_level`]: super::predict::evaluate_level
-    pub fn level(
-        self,
-        users: u32,
-        counted: Option<u64>,
-        out_of_step: f64,
-    ) -> Option<(usize, usize, ClosedStart)> {
-        let users = users.max(1) as usize;
+    pub fn level(self, users: u32, counted: Option<u64>, out_of_step: f64) -> Option<LevelSample> {
+        let users = users.max(1);
         match self {
             MeasuringClient::SteadyState => None,
             MeasuringClient::StartedTogether => {
-                let measured = counted
+                let requests = counted
                     .map(|n| n as usize)
-                    .unwrap_or(FALLBACK_ROUNDS * users)
-                    .max(users);
-                Some((
-                    0,
-                    measured,
-                    ClosedStart::Together {
-                        jitter_s: CLIENT_JITTER_S,
-                        out_of_step,
-                    },
-                ))
-            }
-            // Which requests count is decided by when they finish.
-            MeasuringClient::TimeWindows { window_ms, windows } => Some((
-                0,
-                usize::MAX,
-                ClosedStart::Windows {
-                    window_ms,
-                    windows,
+                    .unwrap_or(FALLBACK_ROUNDS * users as usize);
+                let mut sample = LevelSample::counted(users, requests, CLIENT_JITTER_S);
+                sample.start = ClosedStart::Together {
                     jitter_s: CLIENT_JITTER_S,
-                },
+                    out_of_step,
+                };
+                Some(sample)
+            }
+            MeasuringClient::TimeWindows { window_ms, windows } => Some(LevelSample::time_windows(
+                window_ms,
+                windows,
+                CLIENT_JITTER_S,
             )),
         }
     }
@@ -156,7 +229,7 @@ impl MeasuredAs {
     };
 
     /// [`MeasuringClient::level`] for a level of `users`.
-    pub fn level(&self, users: u32) -> Option<(usize, usize, ClosedStart)> {
+    pub fn level(&self, users: u32) -> Option<LevelSample> {
         let counted = self
             .requests_per_user
             .filter(|r| r.is_finite() && *r > 0.0)
@@ -177,17 +250,17 @@ impl MeasuredAs {
             }
             _ => String::new(),
         };
-        let parted = if MeasuredAs::draws(self.level(1).map_or(ClosedStart::Staggered, |l| l.2)) > 1
-        {
-            format!(
-                "; users fall out of step by up to {:.3} of a request cycle after the first \
+        let parted =
+            if MeasuredAs::draws(self.level(1).map_or(ClosedStart::Staggered, |l| l.start)) > 1 {
+                format!(
+                    "; users fall out of step by up to {:.3} of a request cycle after the first \
                  wave (the engine profile's out_of_step), each level the average of {CLIENT_DRAWS} \
                  draws of the client's delays",
-                self.out_of_step
-            )
-        } else {
-            String::new()
-        };
+                    self.out_of_step
+                )
+            } else {
+                String::new()
+            };
         Some(format!(
             "Levels measured as a benchmark measures them, not in the steady state plans \
              assume: {}{counted}{parted}.",
@@ -232,7 +305,11 @@ mod tests {
     #[test]
     fn a_started_together_level_counts_what_its_file_counted() {
         let client = MeasuringClient::StartedTogether;
-        let (warmup, measured, start) = client.level(8, Some(160), 0.25).unwrap();
+        let LevelSample {
+            warmup,
+            measured,
+            start,
+        } = client.level(8, Some(160), 0.25).unwrap();
         assert_eq!((warmup, measured), (0, 160));
         assert_eq!(
             start,
@@ -242,8 +319,8 @@ mod tests {
             }
         );
         // Without a count, ten rounds; never fewer requests than users.
-        assert_eq!(client.level(8, None, 0.0).unwrap().1, 80);
-        assert_eq!(client.level(8, Some(3), 0.0).unwrap().1, 8);
+        assert_eq!(client.level(8, None, 0.0).unwrap().measured, 80);
+        assert_eq!(client.level(8, Some(3), 0.0).unwrap().measured, 8);
         assert!(MeasuringClient::SteadyState
             .level(8, Some(160), 0.0)
             .is_none());
@@ -257,8 +334,10 @@ mod tests {
             out_of_step: 0.25,
         };
         // 12.5 requests a user: 150 at 12 users, 400 at 32.
-        assert_eq!(aiperf.level(12).unwrap().1, 150);
-        let (_, measured, start) = aiperf.level(32).unwrap();
+        assert_eq!(aiperf.level(12).unwrap().measured, 150);
+        let LevelSample {
+            measured, start, ..
+        } = aiperf.level(32).unwrap();
         assert_eq!(measured, 400);
         assert_eq!(MeasuredAs::draws(start), CLIENT_DRAWS);
         // Users that stay in step, and time windows, need one draw.
@@ -266,7 +345,7 @@ mod tests {
             out_of_step: 0.0,
             ..aiperf
         };
-        assert_eq!(MeasuredAs::draws(in_step.level(32).unwrap().2), 1);
+        assert_eq!(MeasuredAs::draws(in_step.level(32).unwrap().start), 1);
         assert!(MeasuredAs::STEADY_STATE.level(32).is_none());
     }
 }

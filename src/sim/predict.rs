@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::engine::{Engine, EngineConfig, EngineOptions};
 use super::fabric::Fabric;
-use super::measuring_client::MeasuredAs;
+use super::measuring_client::{LevelSample, MeasuredAs};
 use super::operator_step::OperatorStep;
 use super::perf::{Efficiency, PerfModel, StepWork};
 use super::virtual_run::{
@@ -581,19 +581,9 @@ pub fn evaluate_arrivals(
     calibration: &Calibration,
     request: &PredictRequest,
     arrivals: Arrivals,
-    warmup: usize,
-    measured: usize,
-    start: ClosedStart,
+    sample: LevelSample,
 ) -> Result<LevelResult, LayoutRejected> {
-    let mut draws = evaluate_draws(
-        layout,
-        calibration,
-        request,
-        arrivals,
-        (warmup, measured),
-        start,
-        1,
-    )?;
+    let mut draws = evaluate_draws(layout, calibration, request, arrivals, sample, 1)?;
     Ok(draws.remove(0))
 }
 
@@ -607,8 +597,7 @@ pub fn evaluate_draws(
     calibration: &Calibration,
     request: &PredictRequest,
     arrivals: Arrivals,
-    counts: (usize, usize),
-    start: ClosedStart,
+    sample: LevelSample,
     draws: u64,
 ) -> Result<Vec<LevelResult>, LayoutRejected> {
     let (engine, _) = engine_for(layout, calibration, &request.engine, false)?;
@@ -623,7 +612,7 @@ pub fn evaluate_draws(
     let mut levels = Vec::with_capacity(draws.max(1) as usize);
     for draw in 0..draws.max(1) {
         let mut engine = Engine::new(config, perf, false);
-        let mut spec = arrivals_spec(&engine, calibration, request, arrivals, counts, start);
+        let mut spec = arrivals_spec(&engine, calibration, request, arrivals, sample);
         spec.seed = request.seed + draw;
         let run = run_virtual(&mut engine, &spec);
         perf = engine.into_perf();
@@ -632,16 +621,19 @@ pub fn evaluate_draws(
     Ok(levels)
 }
 
-/// The run of one engine's `arrivals`, `counts` = (warm-up, measured) requests, its users
-/// started as `start` says.
+/// The run of one engine's `arrivals` as `sample` counts and starts them.
 fn arrivals_spec(
     engine: &Engine,
     calibration: &Calibration,
     request: &PredictRequest,
     arrivals: Arrivals,
-    (warmup, measured): (usize, usize),
-    start: ClosedStart,
+    sample: LevelSample,
 ) -> RunSpec {
+    let LevelSample {
+        warmup,
+        measured,
+        start,
+    } = sample;
     let (stagger_s, client_jitter_s) = match (arrivals, start) {
         (Arrivals::Closed { users }, ClosedStart::Staggered) => {
             (request_cycle_s(engine, &request.workload, users), 0.0)
@@ -778,8 +770,8 @@ impl<'a> LevelRunner<'a> {
         // A pipeline's users spread over its batches in flight; the fullest one is simulated.
         let engines = layout.virtual_engines();
         let per_engine = concurrency.max(1).div_ceil(engines);
-        if let Some((warmup, measured, start)) = request.measured_as.level(per_engine) {
-            return self.benchmark_level(concurrency, (warmup, measured), start, stop_on_failure);
+        if let Some(sample) = request.measured_as.level(per_engine) {
+            return self.benchmark_level(concurrency, sample, stop_on_failure);
         }
         let mut engine = self.engine()?;
         let users = per_engine as usize;
@@ -809,14 +801,13 @@ impl<'a> LevelRunner<'a> {
     }
 
     /// A closed-loop level as a benchmark measured it (see [`PredictRequest::measured_as`]):
-    /// its users started as `start` says, `counts` = (warm-up, measured) requests; where its
-    /// users fall out of step by the client's random delays, the requests of several draws
-    /// pooled ([`MeasuredAs::draws`]), so that its mean is their average.
+    /// its requests counted and its users started as `sample` says; where its users fall out
+    /// of step by the client's random delays, the requests of several draws pooled
+    /// ([`MeasuredAs::draws`]), so that its mean is their average.
     fn benchmark_level(
         &mut self,
         concurrency: u32,
-        counts: (usize, usize),
-        start: ClosedStart,
+        sample: LevelSample,
         stop_on_failure: bool,
     ) -> Result<LevelResult, LayoutRejected> {
         let (layout, calibration, request) = (self.layout, self.calibration, self.request);
@@ -826,9 +817,9 @@ impl<'a> LevelRunner<'a> {
         };
         let stop = stop_on_failure.then_some(&request.slo);
         let mut runs = Vec::new();
-        for draw in 0..MeasuredAs::draws(start) {
+        for draw in 0..MeasuredAs::draws(sample.start) {
             let mut engine = self.engine()?;
-            let mut spec = arrivals_spec(&engine, calibration, request, arrivals, counts, start);
+            let mut spec = arrivals_spec(&engine, calibration, request, arrivals, sample);
             spec.seed = request.seed + draw;
             let run = run_virtual_until(&mut engine, &spec, stop);
             self.keep(engine);

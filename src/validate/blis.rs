@@ -20,11 +20,12 @@
 
 use serde::Deserialize;
 
-use super::deployment::{Deployment, Sample};
+use super::deployment::Deployment;
 use super::silicon::subset;
 use super::{read_table, Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::Catalog;
 use crate::error::InputError;
+use crate::sim::measuring_client::LevelSample;
 use crate::sim::predict::ClosedStart;
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
@@ -125,7 +126,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
                 cuda_graph_sizes: None,
             },
             arrivals,
-            sample: Sample {
+            sample: LevelSample {
                 warmup,
                 measured: requests.clamp(100, 4000),
                 start: ClosedStart::Staggered,

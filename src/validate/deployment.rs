@@ -4,7 +4,7 @@
 use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism};
 use crate::sim::disagg::KvHandover;
 use crate::sim::engine::EngineOptions;
-use crate::sim::measuring_client::MeasuredAs;
+use crate::sim::measuring_client::{LevelSample, MeasuredAs};
 use crate::sim::predict::{
     engine_for, evaluate_draws, step_basis, Calibration, ClosedStart, Layout, LevelResult,
     PredictRequest,
@@ -67,92 +67,6 @@ pub struct Pools {
     pub decode_workers: u32,
 }
 
-/// How a measurement ran a level: how many requests it discarded, how many it counted, and
-/// how its users started.
-#[derive(Debug, Clone, Copy)]
-pub struct Sample {
-    pub warmup: usize,
-    pub measured: usize,
-    pub start: ClosedStart,
-}
-
-impl Sample {
-    /// `users` closed-loop users in steady state: one warm-up round and two measured rounds
-    /// of every user, at least 60 measured requests.
-    pub fn closed(users: u32) -> Sample {
-        let users = users.max(1) as usize;
-        Sample {
-            warmup: users,
-            measured: (2 * users).max(60),
-            start: ClosedStart::Staggered,
-        }
-    }
-
-    /// One user's requests one after another on an idle deployment: the prompt's time to
-    /// first token with nothing to wait behind (the first request of a cold server is not
-    /// counted).
-    pub fn alone() -> Sample {
-        Sample {
-            warmup: 1,
-            measured: 2,
-            start: ClosedStart::Staggered,
-        }
-    }
-
-    /// GenAI-Perf on Perf Analyzer's time windows ([`Phases::Windows`]): `users` workers
-    /// started together with no warm-up, the requests finishing within `windows` windows of
-    /// `window_ms` measured.
-    ///
-    /// [`Phases::Windows`]: crate::sim::virtual_run::Phases::Windows
-    pub fn time_windows(window_ms: u32, windows: u32, jitter_s: f64) -> Sample {
-        Sample {
-            warmup: 0,
-            // Which requests count is decided by when they finish.
-            measured: usize::MAX,
-            start: ClosedStart::Windows {
-                window_ms,
-                windows,
-                jitter_s,
-            },
-        }
-    }
-
-    /// A client that pushes `requests` requests through `users` slots, every slot started
-    /// together, no warm-up, every request counted: SGLang's and vLLM's `bench_serving` with
-    /// `--max-concurrency` (each prompt a task waiting on one semaphore).
-    pub fn counted(users: u32, requests: usize, jitter_s: f64) -> Sample {
-        Sample {
-            warmup: 0,
-            measured: requests.max(users.max(1) as usize),
-            start: ClosedStart::Together {
-                jitter_s,
-                out_of_step: 0.0,
-            },
-        }
-    }
-
-    /// A benchmark's concurrency mode (AIPerf, GenAI-Perf, vLLM's `bench serve`): `users`
-    /// workers started together for two rounds of warm-up (AIPerf's
-    /// `--warmup-request-count`, as AIConfigurator runs it), drained; then `rounds` rounds'
-    /// worth of measured requests, every user starting together again ([`Phases::Drained`]);
-    /// each next request leaves after up to `jitter_s` of client-side delay. How far the users
-    /// then fall out of step is the engine's ([`Deployment::simulate`] takes it from the
-    /// profile).
-    ///
-    /// [`Phases::Drained`]: crate::sim::virtual_run::Phases::Drained
-    pub fn benchmark(users: u32, rounds: usize, jitter_s: f64) -> Sample {
-        let users = users.max(1) as usize;
-        Sample {
-            warmup: 2 * users,
-            measured: rounds.max(1) * users,
-            start: ClosedStart::Together {
-                jitter_s,
-                out_of_step: 0.0,
-            },
-        }
-    }
-}
-
 /// What a simulated level gave, and what it rested on.
 #[derive(Debug, Clone)]
 pub struct Simulated {
@@ -167,7 +81,7 @@ impl Deployment {
         &self,
         catalog: &Catalog,
         arrivals: Arrivals,
-        sample: Sample,
+        sample: LevelSample,
         overheads: Option<&EngineProfile>,
     ) -> Result<Simulated, String> {
         match self.pools {
@@ -198,7 +112,7 @@ impl Deployment {
         catalog: &Catalog,
         pools: Pools,
         arrivals: Arrivals,
-        sample: Sample,
+        sample: LevelSample,
         overheads: Option<&EngineProfile>,
     ) -> Result<Simulated, String> {
         let Arrivals::Closed { users } = arrivals else {
@@ -208,7 +122,7 @@ impl Deployment {
         let rounds = (sample.measured / users as usize).max(1);
         let share = |workers: u32| {
             let per = users.div_ceil(workers.max(1));
-            let sample = Sample {
+            let sample = LevelSample {
                 warmup: sample.warmup / users as usize * per as usize,
                 measured: rounds.saturating_mul(per as usize),
                 ..sample
@@ -342,7 +256,7 @@ impl Deployment {
         catalog: &Catalog,
         worker: Worker,
         arrivals: Arrivals,
-        sample: Sample,
+        sample: LevelSample,
         overheads: Option<&EngineProfile>,
     ) -> Result<Simulated, String> {
         let card = catalog.card(&self.card).map_err(|e| e.to_string())?;
@@ -380,12 +294,15 @@ impl Deployment {
         // ran with the cache on (vLLM V0 had it off unless asked).
         options.prefix_caching |= worker.kv_arrives || !self.prefix_share.is_none();
         // How far a benchmark's users fall out of step after its first wave is the server's.
-        let start = match sample.start {
-            ClosedStart::Together { jitter_s, .. } => ClosedStart::Together {
-                jitter_s,
-                out_of_step: profile.out_of_step,
+        let sample = LevelSample {
+            start: match sample.start {
+                ClosedStart::Together { jitter_s, .. } => ClosedStart::Together {
+                    jitter_s,
+                    out_of_step: profile.out_of_step,
+                },
+                other => other,
             },
-            other => other,
+            ..sample
         };
         let mut request = PredictRequest::new(
             worker.workload,
@@ -409,9 +326,8 @@ impl Deployment {
             &calibration,
             &request,
             arrivals,
-            (sample.warmup, sample.measured),
-            start,
-            MeasuredAs::draws(start),
+            sample,
+            MeasuredAs::draws(sample.start),
         )
         .map_err(|rejected| rejected.reason)?;
         Ok(Simulated {
@@ -603,7 +519,7 @@ mod tests {
                 .simulate(
                     &catalog,
                     Arrivals::Closed { users: 16 },
-                    Sample::benchmark(16, 4, 0.0),
+                    LevelSample::benchmark(16, 4, 0.0),
                     None,
                 )
                 .unwrap()
@@ -639,7 +555,7 @@ mod tests {
             d.simulate(
                 &catalog,
                 Arrivals::Closed { users: 8 },
-                Sample::benchmark(8, 4, 0.0),
+                LevelSample::benchmark(8, 4, 0.0),
                 None,
             )
             .unwrap()
@@ -669,7 +585,7 @@ mod tests {
             d.simulate(
                 &catalog,
                 Arrivals::Closed { users: 20 },
-                Sample::benchmark(20, 4, 0.0),
+                LevelSample::benchmark(20, 4, 0.0),
                 None,
             )
             .unwrap()

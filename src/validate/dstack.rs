@@ -14,11 +14,12 @@
 
 use serde::Deserialize;
 
-use super::deployment::{Deployment, Sample};
+use super::deployment::Deployment;
 use super::silicon::{catalog_model_name, subset, MOE_CLASS};
 use super::{read_table, Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Parallelism};
 use crate::error::InputError;
+use crate::sim::measuring_client::LevelSample;
 use crate::sim::measuring_client::CLIENT_JITTER_S;
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
@@ -203,7 +204,7 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
             arrivals: Arrivals::Closed {
                 users: row.concurrency,
             },
-            sample: Sample::counted(row.concurrency, row.num_prompts, CLIENT_JITTER_S),
+            sample: LevelSample::counted(row.concurrency, row.num_prompts, CLIENT_JITTER_S),
             concurrency: f64::from(row.concurrency),
             measured: RowOutcome {
                 ttft_s: Some(row.ttft_mean_ms / 1e3),

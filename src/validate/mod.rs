@@ -27,8 +27,9 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, EngineProfile};
 use crate::error::InputError;
+use crate::sim::measuring_client::LevelSample;
 use crate::sim::virtual_run::Arrivals;
-use deployment::{Deployment, Sample};
+use deployment::Deployment;
 use score::{relative_error, ErrorStats};
 
 /// The rows of a shipped CSV table; a row that does not parse is one error naming
@@ -69,7 +70,7 @@ pub struct Comparison {
     pub subset: String,
     pub deployment: Deployment,
     pub arrivals: Arrivals,
-    pub sample: Sample,
+    pub sample: LevelSample,
     /// Concurrency or rate of the row, for sweeps.
     pub concurrency: f64,
     pub measured: RowOutcome,
@@ -273,7 +274,7 @@ fn predict_row(
                 .simulate(
                     catalog,
                     Arrivals::Closed { users: 1 },
-                    Sample::alone(),
+                    LevelSample::alone(),
                     profile,
                 )
                 .ok()

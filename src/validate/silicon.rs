@@ -6,10 +6,11 @@
 
 use serde::Deserialize;
 
-use super::deployment::{Deployment, Pools, Sample};
+use super::deployment::{Deployment, Pools};
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype, Model, Parallelism};
 use crate::error::InputError;
+use crate::sim::measuring_client::LevelSample;
 use crate::sim::measuring_client::CLIENT_JITTER_S;
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
@@ -342,7 +343,7 @@ pub fn comparisons(
             // AIConfigurator's benchmark recipe (`bench_run.sh`): AIPerf at this concurrency,
             // two rounds of warm-up drained, then 20 rounds of every user started together,
             // each request counted; streaming, fixed lengths with ignore_eos.
-            sample: Sample::benchmark(concurrency, BENCHMARK_ROUNDS, CLIENT_JITTER_S),
+            sample: LevelSample::benchmark(concurrency, BENCHMARK_ROUNDS, CLIENT_JITTER_S),
             concurrency: f64::from(concurrency),
             measured: RowOutcome {
                 ttft_s: Some(row.silicon_ttft_ms / 1e3),

@@ -9,11 +9,12 @@
 
 use serde::Deserialize;
 
-use super::deployment::{Deployment, Sample};
+use super::deployment::Deployment;
 use super::silicon::{subset, BENCHMARK_ROUNDS};
 use super::{read_table, Comparison, RowOutcome, SkipReasons, TableSource};
 use crate::catalog::{Catalog, Dtype};
 use crate::error::InputError;
+use crate::sim::measuring_client::LevelSample;
 use crate::sim::measuring_client::{CLIENT_JITTER_S, GENAI_PERF_WINDOW_MS, PERF_ANALYZER_WINDOWS};
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
@@ -40,9 +41,9 @@ pub struct SweepFile {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SweepClient {
     /// A count of requests after a drained warm-up (AIPerf; GenAI-Perf with
-    /// `--warmup-request-count`): [`Sample::benchmark`].
+    /// `--warmup-request-count`): [`LevelSample::benchmark`].
     Counted,
-    /// GenAI-Perf on Perf Analyzer's time windows, no warm-up: [`Sample::time_windows`].
+    /// GenAI-Perf on Perf Analyzer's time windows, no warm-up: [`LevelSample::time_windows`].
     TimeWindows { window_ms: u32, windows: u32 },
 }
 
@@ -193,10 +194,10 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
             },
             sample: match file.client {
                 SweepClient::Counted => {
-                    Sample::benchmark(row.concurrency, BENCHMARK_ROUNDS, CLIENT_JITTER_S)
+                    LevelSample::benchmark(row.concurrency, BENCHMARK_ROUNDS, CLIENT_JITTER_S)
                 }
                 SweepClient::TimeWindows { window_ms, windows } => {
-                    Sample::time_windows(window_ms, windows, CLIENT_JITTER_S)
+                    LevelSample::time_windows(window_ms, windows, CLIENT_JITTER_S)
                 }
             },
             concurrency: f64::from(row.concurrency),

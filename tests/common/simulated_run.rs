@@ -59,14 +59,12 @@ pub fn measured_by(truth: Efficiency, client: MeasuringClient, users: &[u32]) ->
         .map(|&n| {
             let simulated = match client.level(n, Some(ROUNDS * u64::from(n)), vllm.out_of_step) {
                 None => evaluate_level(&layout, &calibration, &request, n),
-                Some((warmup, measured, start)) => evaluate_arrivals(
+                Some(sample) => evaluate_arrivals(
                     &layout,
                     &calibration,
                     &request,
                     Arrivals::Closed { users: n },
-                    warmup,
-                    measured,
-                    start,
+                    sample,
                 ),
             }
             .unwrap();
