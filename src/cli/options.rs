@@ -398,13 +398,17 @@ impl PredictArgs {
         request.seed = self.seed;
         request.engine = self.engine.options(engine, card);
         if let Some(tool) = self.measured_as {
-            if tool == ImportFormat::StepsCsv {
-                return Err(capplan::InputError::value(
-                    "--measured-as steps-csv: a table of levels says nothing of how they were \
-                     measured; name the benchmark (aiperf, vllm-bench, guidellm, evalscope, \
-                     genai-perf)"
-                        .to_string(),
-                ));
+            if !tool.is_benchmark() {
+                let benchmarks: Vec<&str> = ImportFormat::ALL
+                    .into_iter()
+                    .filter(|format| format.is_benchmark())
+                    .map(ImportFormat::name)
+                    .collect();
+                return Err(capplan::InputError::value(format!(
+                    "--measured-as {tool}: a table of levels says nothing of how they were \
+                     measured; name the benchmark ({})",
+                    benchmarks.join(", ")
+                )));
             }
             if let Some(n) = self
                 .requests_per_user

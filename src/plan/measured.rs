@@ -13,6 +13,7 @@ use crate::error::InputError;
 use crate::fit::{fit_measured, FitSettings};
 use crate::slo::Slo;
 use crate::store::curve::{read_runs_under, MeasuredCurve};
+use crate::store::import::ImportFormat;
 use crate::store::load_capacity_dir;
 use crate::store::{CapacityPoint, PointSource};
 
@@ -87,10 +88,12 @@ pub fn points_from_runs(
         };
         // A benchmark's levels are set beside predictions measured its way (see
         // `CapacityPoint::measured_by`); a probe's are the steady state predictions assume.
-        let measured_by = curve
-            .tool
-            .clone()
-            .filter(|tool| curve.kind == "import" && tool != STEPS_CSV);
+        let measured_by = curve.tool.clone().filter(|tool| {
+            curve.kind == "import"
+                && tool
+                    .parse::<ImportFormat>()
+                    .is_ok_and(ImportFormat::is_benchmark)
+        });
         let requests_per_user = |users: f64| {
             curve
                 .levels
@@ -193,9 +196,6 @@ pub fn load_evidence(dir: &Path, catalog: &Catalog, slo: &Slo) -> Result<RunEvid
         notes: runs.notes,
     })
 }
-
-/// `import --from steps-csv`: a table of levels, which says nothing of how they were measured.
-const STEPS_CSV: &str = "steps-csv";
 
 /// The failures a level may have and still count, when planning: 1 %.
 pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.01;

@@ -600,25 +600,18 @@ pub fn evaluate_draws(
     sample: LevelSample,
     draws: u64,
 ) -> Result<Vec<LevelResult>, LayoutRejected> {
-    let (engine, _) = engine_for(layout, calibration, &request.engine, false)?;
-    let config = *engine.config();
-    let mut perf = engine.into_perf();
+    let mut runner = LevelRunner::new(layout, calibration, request)?;
     let engines = layout.virtual_engines();
     let arrivals = arrivals.per_engine(engines);
     let (concurrency, rate) = match arrivals {
         Arrivals::Closed { users } => (users * engines, None),
         Arrivals::Open { rate } | Arrivals::Paced { rate } => (0, Some(rate * f64::from(engines))),
     };
-    let mut levels = Vec::with_capacity(draws.max(1) as usize);
-    for draw in 0..draws.max(1) {
-        let mut engine = Engine::new(config, perf, false);
-        let mut spec = arrivals_spec(&engine, calibration, request, arrivals, sample);
-        spec.seed = request.seed + draw;
-        let run = run_virtual(&mut engine, &spec);
-        perf = engine.into_perf();
-        levels.push(judge(concurrency, rate, &run, &request.slo).across(engines));
-    }
-    Ok(levels)
+    Ok(runner
+        .runs(arrivals, sample, draws, None)?
+        .iter()
+        .map(|run| judge(concurrency, rate, run, &request.slo).across(engines))
+        .collect())
 }
 
 /// The run of one engine's `arrivals` as `sample` counts and starts them.
@@ -810,17 +803,33 @@ impl<'a> LevelRunner<'a> {
         sample: LevelSample,
         stop_on_failure: bool,
     ) -> Result<LevelResult, LayoutRejected> {
-        let (layout, calibration, request) = (self.layout, self.calibration, self.request);
+        let (layout, request) = (self.layout, self.request);
         let engines = layout.virtual_engines();
         let arrivals = Arrivals::Closed {
             users: concurrency.max(1).div_ceil(engines),
         };
         let stop = stop_on_failure.then_some(&request.slo);
-        let mut runs = Vec::new();
-        for draw in 0..MeasuredAs::draws(sample.start) {
+        let runs = self.runs(arrivals, sample, MeasuredAs::draws(sample.start), stop)?;
+        let run = RunResult::pooled(runs);
+        Ok(judge(concurrency, None, &run, &request.slo).across(engines))
+    }
+
+    /// `draws` runs (at least one) of one engine's `arrivals`, counted and started as `sample`
+    /// says, with seeds `request.seed`, `request.seed + 1`, … (each its own draws of lengths
+    /// and the client's delays), all on this runner's step model; none after a run that `stop`
+    /// ended early.
+    fn runs(
+        &mut self,
+        arrivals: Arrivals,
+        sample: LevelSample,
+        draws: u64,
+        stop: Option<&Slo>,
+    ) -> Result<Vec<RunResult>, LayoutRejected> {
+        let mut runs = Vec::with_capacity(draws.max(1) as usize);
+        for draw in 0..draws.max(1) {
             let mut engine = self.engine()?;
-            let mut spec = arrivals_spec(&engine, calibration, request, arrivals, sample);
-            spec.seed = request.seed + draw;
+            let mut spec = arrivals_spec(&engine, self.calibration, self.request, arrivals, sample);
+            spec.seed = self.request.seed + draw;
             let run = run_virtual_until(&mut engine, &spec, stop);
             self.keep(engine);
             let stopped = run.stopped.is_some();
@@ -829,8 +838,7 @@ impl<'a> LevelRunner<'a> {
                 break;
             }
         }
-        let run = RunResult::pooled(runs);
-        Ok(judge(concurrency, None, &run, &request.slo).across(engines))
+        Ok(runs)
     }
 
     /// One open-loop level (Poisson arrivals at `rate` per second), judged against the SLO.

@@ -291,14 +291,12 @@ pub fn parse_capacity_csv(
         // measured as it measured them.
         let measured_by = match cell("measured_by") {
             "" => None,
-            text => match text
-                .parse::<ImportFormat>()
-                .map_err(|err| bad(format!("measured_by: {err}")))?
-            {
-                // A table of levels says nothing of how they were measured.
-                ImportFormat::StepsCsv => None,
-                tool => Some(tool.name().to_string()),
-            },
+            text => Some(
+                text.parse::<ImportFormat>()
+                    .map_err(|err| bad(format!("measured_by: {err}")))?,
+            )
+            .filter(|tool| tool.is_benchmark())
+            .map(|tool| tool.name().to_string()),
         };
         let speculation = match cell("speculative") {
             "" => None,

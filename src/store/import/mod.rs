@@ -68,6 +68,15 @@ impl ImportFormat {
     }
 }
 
+impl ImportFormat {
+    /// Whether results in this format are a benchmark's own, measured its way (every user
+    /// started together: see `sim::measuring_client`), rather than a table of levels that
+    /// says nothing of how they were measured (`steps-csv`).
+    pub fn is_benchmark(self) -> bool {
+        self != ImportFormat::StepsCsv
+    }
+}
+
 impl fmt::Display for ImportFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
