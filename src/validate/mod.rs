@@ -14,6 +14,7 @@ pub mod dstack;
 pub mod fit;
 pub mod fit_constant;
 pub mod queueing;
+pub mod run_width;
 pub mod score;
 pub mod silicon;
 pub mod static_batch;

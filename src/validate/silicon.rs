@@ -4,6 +4,8 @@
 //! two sources: dense models, and mixtures of experts with their expert-parallel and
 //! attention-data-parallel layouts; disaggregated rows are listed as skipped with their count.
 
+use std::collections::HashMap;
+
 use serde::Deserialize;
 
 use super::deployment::{Deployment, Pools};
@@ -14,6 +16,8 @@ use crate::sim::measuring_client::LevelSample;
 use crate::sim::measuring_client::CLIENT_JITTER_S;
 use crate::sim::virtual_run::Arrivals;
 use crate::workload::{PrefixShare, TokenLengths};
+
+use super::run_width::{self, RecordedRow, RunWidth};
 
 /// The fixture, compiled in: `tests/fixtures/validation/aiconfigurator-silicon.csv`.
 pub const FIXTURE: &str =
@@ -156,6 +160,23 @@ impl LayoutColumns {
         }
     }
 
+    /// The layout its run used when the columns hold the square of `width` (see
+    /// [`run_width`](super::run_width)): the attention over `width.cards` cards, data
+    /// parallel where the columns had no attention tp (TensorRT-LLM's attention DP), else
+    /// tensor parallel; the experts split `width.ep` ways, tensor parallel within.
+    fn at_run_width(self, width: RunWidth) -> LayoutColumns {
+        let cards = width.cards.max(1);
+        let dp = if self.tp.unwrap_or(1) <= 1 { cards } else { 1 };
+        let ep = width.ep.clamp(1, cards);
+        LayoutColumns {
+            tp: Some(cards / dp),
+            pp: self.pp,
+            dp: Some(dp),
+            moe_tp: Some(cards / ep),
+            ep: Some(ep),
+        }
+    }
+
     /// The layout, or why it cannot be read. For a mixture of experts AIConfigurator records
     /// the attention's tp and dp and the experts' tp and ep, whose products must agree (both
     /// are the stage's cards); a dense model runs tensor parallel only.
@@ -224,6 +245,7 @@ pub fn comparisons(
     class: ModelClass,
 ) -> Vec<Comparison> {
     let mut out = Vec::new();
+    let squared = squared_layouts(rows);
     for row in rows {
         if !row.same_measurement_as.is_empty() {
             skipped.add("repeats an earlier row's measurement");
@@ -259,7 +281,7 @@ pub fn comparisons(
         }
         let layout = match disaggregated_layout(row, model) {
             Ok(Some((decode, pools))) => Ok((decode, Some(pools))),
-            Ok(None) => LayoutColumns::aggregated(row)
+            Ok(None) => aggregated_columns(row, &squared)
                 .parallelism(model)
                 .map(|parallel| (parallel, None)),
             Err(why) => Err(why),
@@ -301,7 +323,10 @@ pub fn comparisons(
         // users in each of its `dp` replicas (the collection's concurrency is batch × dp in
         // all but one of the rows with attention data parallelism). A disaggregated row's
         // load is the client's concurrency over the whole deployment.
-        let load = if pools.is_some() {
+        // A row read at its run's width has its batch recorded per replica of the squared
+        // layout; the client's concurrency holds.
+        let read_at_width = squared.contains_key(&row.id);
+        let load = if pools.is_some() || read_at_width {
             row.silicon_concurrency
         } else {
             row.batch_size
@@ -314,6 +339,8 @@ pub fn comparisons(
         };
         let batch = if pools.is_some() {
             row.decode_batch_size
+        } else if read_at_width {
+            Some(concurrency.div_ceil(parallel.dp.max(1)))
         } else {
             row.batch_size
         };
@@ -352,18 +379,49 @@ pub fn comparisons(
             },
             sweep: sweep_key(row),
             note: format!(
-                "{} {} {}",
+                "{} {} {}{}",
                 row.backend,
                 row.backend_version,
                 if row.gemm_quant_mode.is_empty() {
                     "bf16"
                 } else {
                     &row.gemm_quant_mode
+                },
+                if read_at_width {
+                    format!(", on {} cards as its run is named", parallel.stage_cards())
+                } else {
+                    String::new()
                 }
             ),
         });
     }
     out
+}
+
+/// The run width of each aggregated row whose layout columns hold its square
+/// ([`run_width`]).
+fn squared_layouts(rows: &[SiliconRow]) -> HashMap<String, RunWidth> {
+    let recorded: Vec<RecordedRow> = rows
+        .iter()
+        .filter(|row| row.mode == "agg")
+        .map(|row| RecordedRow {
+            id: &row.id,
+            same_measurement_as: &row.same_measurement_as,
+            sweep: sweep_key(row),
+            attention_cards: row.tp_size.unwrap_or(1).max(1)
+                * row.attention_dp_size.unwrap_or(1).max(1),
+        })
+        .collect();
+    run_width::squared_rows(&recorded)
+}
+
+/// An aggregated row's layout columns, read at its run's width where they hold its square.
+fn aggregated_columns(row: &SiliconRow, squared: &HashMap<String, RunWidth>) -> LayoutColumns {
+    let columns = LayoutColumns::aggregated(row);
+    match squared.get(&row.id) {
+        Some(&width) => columns.at_run_width(width),
+        None => columns,
+    }
 }
 
 /// The engine profile of a row's engine release: vLLM before 0.14 scheduled synchronously
@@ -557,7 +615,9 @@ pub fn moe_source(catalog: &Catalog) -> Result<TableSource, InputError> {
         split: "by architecture: the rows of DeepSeek-V3's (DeepSeek-V3, R1, V3.1, Kimi-K2.5) \
                 are the fit subset of each engine's cost per expert layer (`--fit`), every \
                 other model held out (the engines' other constants come from the dense \
-                sources)"
+                sources); rows whose layout columns hold the square of the cards their run \
+                is named by (`tp2_ep2` recorded as tp 2 × dp 2, ep 4) are read at the named \
+                width, with the rows repeating their measurement and the rest of their sweeps"
             .into(),
         comparisons,
         skipped,
@@ -664,6 +724,55 @@ mod tests {
         ] {
             assert!(catalog.model(&catalog_model_name(path)).is_ok(), "{path}");
         }
+    }
+
+    /// The vLLM run of MiniMax-M2.5 named `tp2_ep2` (two cards) whose columns say tp 2, dp 2,
+    /// ep 4 is simulated on two cards at the client's 256 users, like the row that holds its
+    /// figures under the named layout; as are the row it repeats (`cfg690`) and that row's
+    /// sweep-mate at 512 users. A row whose columns agree with its name is read as recorded.
+    #[test]
+    fn squared_layout_columns_are_read_at_the_width_the_run_is_named_by() {
+        let catalog = Catalog::shipped().unwrap();
+        let rows = read_rows(FIXTURE, FIXTURE_NAME).unwrap();
+        let mut skipped = SkipReasons::default();
+        let comparisons = comparisons(&catalog, &rows, &mut skipped, ModelClass::Mixture);
+        let find = |id: &str| {
+            comparisons
+                .iter()
+                .find(|c| c.id == id)
+                .unwrap_or_else(|| panic!("{id} compared"))
+        };
+        for (id, users) in [
+            ("minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c256_cfg690", 256),
+            ("minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c512_cfg690", 512),
+            (
+                "2026_03_25_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c256_tp2_0_ep2_0_98",
+                256,
+            ),
+        ] {
+            let row = find(id);
+            let parallel = row.deployment.parallel;
+            assert_eq!(
+                (
+                    parallel.tp,
+                    parallel.dp,
+                    parallel.ep,
+                    parallel.stage_cards()
+                ),
+                (2, 1, 2, 2),
+                "{id}"
+            );
+            assert_eq!(row.arrivals, Arrivals::Closed { users }, "{id}");
+        }
+        assert!(find("minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c256_cfg690")
+            .note
+            .contains("on 2 cards as its run is named"));
+        // Named and consistent: TensorRT-LLM's attention data parallelism over four cards.
+        let consistent =
+            find("2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp4_0_ep4_0_990");
+        let parallel = consistent.deployment.parallel;
+        assert_eq!((parallel.tp, parallel.dp, parallel.ep), (1, 4, 4));
+        assert!(!consistent.note.contains("as its run is named"));
     }
 
     #[test]
