@@ -160,6 +160,11 @@ impl LayoutColumns {
         }
     }
 
+    /// The cards the attention is recorded on, `tp × dp`.
+    fn attention_cards(&self) -> u32 {
+        self.tp.unwrap_or(1).max(1) * self.dp.unwrap_or(1).max(1)
+    }
+
     /// The layout its run used when the columns hold the square of `width` (see
     /// [`run_width`](super::run_width)): the attention over `width.cards` cards, data
     /// parallel where the columns had no attention tp (TensorRT-LLM's attention DP), else
@@ -408,8 +413,7 @@ fn squared_layouts(rows: &[SiliconRow]) -> HashMap<String, RunWidth> {
             id: &row.id,
             same_measurement_as: &row.same_measurement_as,
             sweep: sweep_key(row),
-            attention_cards: row.tp_size.unwrap_or(1).max(1)
-                * row.attention_dp_size.unwrap_or(1).max(1),
+            attention_cards: LayoutColumns::aggregated(row).attention_cards(),
         })
         .collect();
     run_width::squared_rows(&recorded)

@@ -66,9 +66,7 @@ impl ImportFormat {
             ImportFormat::GenaiPerf => "genai-perf",
         }
     }
-}
 
-impl ImportFormat {
     /// Whether results in this format are a benchmark's own, measured its way (every user
     /// started together: see `sim::measuring_client`), rather than a table of levels that
     /// says nothing of how they were measured (`steps-csv`).
