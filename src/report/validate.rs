@@ -104,6 +104,7 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
                 "80 % within",
                 "predicted past the range",
                 "predicted below it",
+                "median slope at C*",
             ]
             .map(String::from)
             .to_vec(),
@@ -129,9 +130,17 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
             }
             row.push(score.predicted_above_range.to_string());
             row.push(score.predicted_below_range.to_string());
+            row.push(
+                score
+                    .median_slope
+                    .map_or_else(|| "-".into(), |slope| format!("{slope:.2}")),
+            );
             table.rows.push(row);
         }
         tables.push(table);
+    }
+    if details && !source.c_star_sweeps.is_empty() {
+        tables.push(sweep_table(source));
     }
     if !source.queueing.is_empty() {
         let mut table = Table {
@@ -213,6 +222,66 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
         tables.push(table);
     }
     tables
+}
+
+/// Every sweep's C*: where it was measured and predicted, the limit it crosses, how steeply
+/// the binding statistic rises there, and the prediction's distance from the limit at the
+/// measured C* — the latency error the C* error is made of.
+fn sweep_table(source: &SourceScore) -> Table {
+    let mut table = Table {
+        caption: Some(format!(
+            "{}: every sweep's C* (slope: d ln(binding ratio) / d ln(load) around the measured \
+             C*; a C* error is about the prediction's distance from the limit there divided by \
+             the slope)",
+            source.source
+        )),
+        headers: [
+            "sweep",
+            "engine",
+            "subset",
+            "SLO",
+            "loads",
+            "C* measured",
+            "binds",
+            "slope",
+            "C* predicted",
+            "C* error",
+            "predicted at measured C*",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for sweep in &source.c_star_sweeps {
+        let predicted = match sweep.predicted_bracket {
+            "above" => format!("≥ {:.1}", sweep.predicted),
+            "below" => format!("< {:.1} (about {:.1})", sweep.lowest_load, sweep.predicted),
+            _ => format!("{:.1}", sweep.predicted),
+        };
+        let at_c_star = match (sweep.predicted_ratio_at_c_star, sweep.predicted_binds) {
+            (Some(ratio), Some(which)) => format!("{which} {}", signed(ratio)),
+            _ => "-".into(),
+        };
+        table.rows.push(vec![
+            sweep.sweep.clone(),
+            sweep.engine.clone(),
+            sweep.subset.clone(),
+            sweep.slo.split(':').next().unwrap_or_default().to_string(),
+            format!(
+                "{}: {}–{}",
+                sweep.levels, sweep.lowest_load, sweep.highest_load
+            ),
+            format!("{:.1}", sweep.measured),
+            sweep.binds.to_string(),
+            sweep
+                .slope
+                .map_or_else(|| "-".into(), |slope| format!("{slope:.2}")),
+            predicted,
+            signed(sweep.error),
+            at_c_star,
+        ]);
+    }
+    table
 }
 
 impl Report for ValidationReport {

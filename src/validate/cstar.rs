@@ -5,6 +5,13 @@
 //! not; it is placed by interpolating the binding ratio (the larger of TTFT/limit and
 //! TPOT/limit) linearly between the two. A sweep that never meets the SLO, or always does,
 //! says nothing about C* and is counted apart.
+//!
+//! Each sweep's C* is also kept with what decided it ([`SweepCStar`]): which limit the
+//! measured sweep crosses, how steeply its binding statistic rises there, and how far the
+//! prediction was from the limit at the measured C*. A C* error is a latency error divided by
+//! that slope — where the binding statistic is nearly flat in the load (TPOT of a large model
+//! on many cards, slope 0.05), a 5 % latency error moves C* by 100 %, and the summary's
+//! median slope says how much of a source's C* error is that amplification.
 
 use std::collections::BTreeMap;
 
@@ -51,6 +58,9 @@ pub struct CStarScore {
     pub predicted_above_range: usize,
     /// Sweeps the prediction failed at the lowest level (its C* then extrapolated below it).
     pub predicted_below_range: usize,
+    /// The median over the sweeps of [`SweepCStar::slope`]: below about 0.3 the binding
+    /// statistic is flat enough near C* to multiply a latency error several times over.
+    pub median_slope: Option<f64>,
     /// Every sweep's error (for error bands).
     #[serde(skip)]
     pub errors: Vec<f64>,
@@ -90,11 +100,82 @@ pub fn c_star(curve: &[(f64, f64, f64)], slo: &MeanSlo) -> Option<Bracketed> {
     curve.last().map(|last| Bracketed::Above(last.0))
 }
 
-/// One group's C* errors and its counts of sweeps, predictions past the range and below it.
-type Tally = (Vec<f64>, usize, usize, usize);
+/// One sweep's C* at one SLO, measured and predicted, with what decided it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepCStar {
+    pub slo: String,
+    pub engine: String,
+    pub subset: String,
+    /// `measured operators` or `roofline`.
+    pub basis_class: String,
+    /// The deployment the sweep measured (model, card, layout, lengths).
+    pub sweep: String,
+    pub levels: usize,
+    pub lowest_load: f64,
+    pub highest_load: f64,
+    /// Interpolated between the last measured level that met the SLO and the first that did not.
+    pub measured: f64,
+    /// `TTFT` or `TPOT`: the limit the measured sweep crosses.
+    pub binds: &'static str,
+    /// d ln(binding ratio) / d ln(load) between the two measured levels around C*: 1 where the
+    /// binding statistic grows in proportion to the load, near 0 where it hardly moves.
+    pub slope: Option<f64>,
+    /// The prediction's C*, read off the predicted curve at the same loads.
+    pub predicted: f64,
+    /// `inside` the loads, `above` them (every predicted level passed: C* at least the
+    /// highest load) or `below` (the lowest failed: extrapolated).
+    pub predicted_bracket: &'static str,
+    /// (predicted − measured) / measured C*.
+    pub error: f64,
+    /// The predicted binding ratio (the larger of TTFT/limit and TPOT/limit) at the measured
+    /// C*, less 1: the latency error that moved C*. Negative — the prediction still had room
+    /// where the measurement reached the limit — goes with a C* predicted too high.
+    pub predicted_ratio_at_c_star: Option<f64>,
+    /// `TTFT` or `TPOT`: which of the prediction's limits is closer there.
+    pub predicted_binds: Option<&'static str>,
+}
 
-/// C* errors per SLO, engine and subset over the sweeps in `rows` with at least three loads.
-pub fn score(rows: &[ComparedRow]) -> Vec<CStarScore> {
+/// The binding ratio of one level at `slo`, and which limit it is.
+fn binding(&(_, ttft, tpot): &(f64, f64, f64), slo: &MeanSlo) -> (f64, &'static str) {
+    let (t, p) = (ttft / slo.ttft_s, tpot / slo.tpot_s);
+    if p > t {
+        (p, "TPOT")
+    } else {
+        (t, "TTFT")
+    }
+}
+
+/// The binding ratio of `curve` at `load`, each statistic interpolated linearly in the load
+/// between the two levels around it; `None` outside the curve.
+fn binding_at(curve: &[(f64, f64, f64)], load: f64, slo: &MeanSlo) -> Option<(f64, &'static str)> {
+    curve.windows(2).find_map(|pair| {
+        let (low, high) = (pair[0], pair[1]);
+        if !(low.0 <= load && load <= high.0) || high.0 <= low.0 {
+            return None;
+        }
+        let share = (load - low.0) / (high.0 - low.0);
+        let mix = |a: f64, b: f64| a + share * (b - a);
+        Some(binding(
+            &(load, mix(low.1, high.1), mix(low.2, high.2)),
+            slo,
+        ))
+    })
+}
+
+/// The slope of the binding ratio in log-log between the measured levels around C*.
+fn slope_around(curve: &[(f64, f64, f64)], c_star: f64, slo: &MeanSlo) -> Option<f64> {
+    let pair = curve
+        .windows(2)
+        .find(|pair| pair[0].0 <= c_star && c_star <= pair[1].0)?;
+    let (r_low, _) = binding(&pair[0], slo);
+    let (r_high, _) = binding(&pair[1], slo);
+    let slope = (r_high / r_low).ln() / (pair[1].0 / pair[0].0).ln();
+    slope.is_finite().then_some(slope)
+}
+
+/// Every sweep of `rows` with at least three loads whose measured C* lies inside its loads,
+/// at each SLO.
+pub fn sweeps(rows: &[ComparedRow]) -> Vec<SweepCStar> {
     let mut sweeps: BTreeMap<(&str, &str, &str, &str), Vec<&ComparedRow>> = BTreeMap::new();
     for row in rows {
         if row.sweep.is_empty() {
@@ -112,8 +193,7 @@ pub fn score(rows: &[ComparedRow]) -> Vec<CStarScore> {
     }
     let mut out = Vec::new();
     for slo in &SLOS {
-        let mut by_group: BTreeMap<(&str, &str, &str), Tally> = BTreeMap::new();
-        for ((engine, subset, class, _), levels) in &sweeps {
+        for ((engine, subset, class, sweep), levels) in &sweeps {
             if levels.len() < 3 {
                 continue;
             }
@@ -137,33 +217,81 @@ pub fn score(rows: &[ComparedRow]) -> Vec<CStarScore> {
             let Some(Bracketed::Inside(truth)) = c_star(&measured, slo) else {
                 continue;
             };
-            let entry = by_group.entry((engine, subset, class)).or_default();
-            entry.1 += 1;
-            match c_star(&predicted, slo) {
-                Some(Bracketed::Inside(guess)) => {
-                    entry.0.extend(relative_error(guess, truth));
-                }
-                Some(Bracketed::Above(top)) => {
-                    entry.2 += 1;
-                    entry.0.extend(relative_error(top, truth));
-                }
-                Some(Bracketed::Below(guess)) => {
-                    entry.3 += 1;
-                    entry.0.extend(relative_error(guess, truth));
-                }
-                None => {}
-            }
+            let (guess, bracket) = match c_star(&predicted, slo) {
+                Some(Bracketed::Inside(guess)) => (guess, "inside"),
+                Some(Bracketed::Above(top)) => (top, "above"),
+                Some(Bracketed::Below(guess)) => (guess, "below"),
+                None => continue,
+            };
+            let Some(error) = relative_error(guess, truth) else {
+                continue;
+            };
+            let binds = binding_at(&measured, truth, slo).map_or("TTFT", |(_, which)| which);
+            let at_truth = binding_at(&predicted, truth, slo);
+            out.push(SweepCStar {
+                slo: slo.name.to_string(),
+                engine: engine.to_string(),
+                subset: subset.to_string(),
+                basis_class: class.to_string(),
+                sweep: sweep.to_string(),
+                levels: levels.len(),
+                lowest_load: measured[0].0,
+                highest_load: measured[measured.len() - 1].0,
+                measured: truth,
+                binds,
+                slope: slope_around(&measured, truth, slo),
+                predicted: guess,
+                predicted_bracket: bracket,
+                error,
+                predicted_ratio_at_c_star: at_truth.map(|(ratio, _)| ratio - 1.0),
+                predicted_binds: at_truth.map(|(_, which)| which),
+            });
         }
-        for ((engine, subset, class), (errors, sweeps, above, below)) in by_group {
+    }
+    out
+}
+
+/// C* errors per SLO, engine and subset over `sweeps` (see [`sweeps`]).
+pub fn score(sweeps: &[SweepCStar]) -> Vec<CStarScore> {
+    let mut by_group: BTreeMap<(&str, &str, &str, &str), Vec<&SweepCStar>> = BTreeMap::new();
+    for sweep in sweeps {
+        by_group
+            .entry((
+                sweep.slo.as_str(),
+                sweep.engine.as_str(),
+                sweep.subset.as_str(),
+                sweep.basis_class.as_str(),
+            ))
+            .or_default()
+            .push(sweep);
+    }
+    // In the order of SLOS, then engine, subset and basis.
+    let mut out = Vec::new();
+    for slo in &SLOS {
+        for ((name, engine, subset, class), group) in &by_group {
+            if *name != slo.name {
+                continue;
+            }
+            let errors: Vec<f64> = group.iter().map(|s| s.error).collect();
+            let mut slopes: Vec<f64> = group.iter().filter_map(|s| s.slope).collect();
+            slopes.sort_by(f64::total_cmp);
             out.push(CStarScore {
                 slo: slo.name.to_string(),
                 engine: engine.to_string(),
                 subset: subset.to_string(),
                 basis_class: class.to_string(),
-                sweeps,
+                sweeps: group.len(),
                 stats: ErrorStats::of(&errors),
-                predicted_above_range: above,
-                predicted_below_range: below,
+                predicted_above_range: group
+                    .iter()
+                    .filter(|s| s.predicted_bracket == "above")
+                    .count(),
+                predicted_below_range: group
+                    .iter()
+                    .filter(|s| s.predicted_bracket == "below")
+                    .count(),
+                median_slope: (!slopes.is_empty())
+                    .then(|| crate::stats::quantile_sorted(&slopes, 0.5)),
                 errors,
             });
         }
@@ -196,5 +324,114 @@ mod tests {
             Some(Bracketed::Above(8.0))
         );
         assert_eq!(c_star(&[], &SLO), None);
+    }
+
+    /// (TTFT, TPOT) of one level, in seconds.
+    type Latency = (f64, f64);
+
+    /// A sweep's levels: the load, then what was measured and what predicted there.
+    fn sweep_rows(
+        name: &str,
+        levels: &[(f64, Latency, Latency)],
+    ) -> Vec<crate::validate::ComparedRow> {
+        use crate::validate::{ComparedRow, RowOutcome};
+        let outcome = |(ttft, tpot): Latency| RowOutcome {
+            ttft_s: Some(ttft),
+            tpot_s: Some(tpot),
+            ..RowOutcome::default()
+        };
+        levels
+            .iter()
+            .map(|&(load, measured, predicted)| ComparedRow {
+                id: format!("{name}-{load}"),
+                engine: "vllm".into(),
+                subset: "held out".into(),
+                model: "m".into(),
+                card: "c".into(),
+                tp: 8,
+                load,
+                users: Some(load as u32),
+                measured: outcome(measured),
+                predicted: outcome(predicted),
+                predicted_alone_ttft_s: None,
+                basis: String::new(),
+                note: String::new(),
+                sweep: name.into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flat_binding_statistic_turns_a_small_latency_error_into_a_large_c_star_error() {
+        // TPOT binds at the interactive SLO (25 ms) and barely rises with the load: 22.4 ms at
+        // one user, 25.4 at 10. The prediction is 6 to 12 % short all along.
+        let rows = sweep_rows(
+            "flat",
+            &[
+                (1.0, (0.05, 0.0224), (0.047, 0.0212)),
+                (5.0, (0.15, 0.0241), (0.132, 0.0218)),
+                (10.0, (0.26, 0.0254), (0.228, 0.0224)),
+                (25.0, (0.46, 0.0274), (0.52, 0.0250)),
+                (50.0, (0.87, 0.0300), (1.01, 0.0321)),
+            ],
+        );
+        let all = sweeps(&rows);
+        let sweep = all
+            .iter()
+            .find(|s| s.slo.starts_with("interactive"))
+            .expect("the measured sweep crosses the interactive SLO");
+        assert_eq!(sweep.binds, "TPOT");
+        assert_eq!(sweep.predicted_bracket, "inside");
+        let slope = sweep.slope.expect("two levels around C*");
+        // ln(25.4 / 24.1) / ln(10 / 5) = 0.076.
+        assert!((slope - 0.076).abs() < 0.005, "{slope}");
+        // At the measured C* (about 8.1 users) the prediction is 11 % under the limit…
+        let room = sweep.predicted_ratio_at_c_star.expect("inside the loads");
+        assert!((-0.13..-0.09).contains(&room), "{room}");
+        assert_eq!(sweep.predicted_binds, Some("TPOT"));
+        // …and C* comes out at 25 users, three times the measured: the error the latency
+        // error over the slope foretells in size (both far beyond the latency error).
+        assert!(sweep.error > 1.0, "{sweep:?}");
+        assert!(-room / slope > 1.0);
+        // The summary keeps the sweep, its error and its slope.
+        let scores = score(&all);
+        let interactive = scores
+            .iter()
+            .find(|c| c.slo.starts_with("interactive"))
+            .expect("scored");
+        assert_eq!(interactive.sweeps, 1);
+        assert_eq!(interactive.errors, vec![sweep.error]);
+        assert_eq!(interactive.median_slope, Some(slope));
+    }
+
+    #[test]
+    fn a_prediction_that_never_fails_is_counted_past_the_range() {
+        // Measured: TTFT crosses 2 s between 16 and 32 users (a queue builds, slope > 1).
+        let rows = sweep_rows(
+            "cliff",
+            &[
+                (8.0, (0.4, 0.02), (0.3, 0.02)),
+                (16.0, (1.0, 0.022), (0.4, 0.021)),
+                (32.0, (6.5, 0.03), (0.6, 0.024)),
+            ],
+        );
+        let all = sweeps(&rows);
+        let chat = all
+            .iter()
+            .find(|s| s.slo.starts_with("chat"))
+            .expect("crosses the chat SLO");
+        assert_eq!(chat.binds, "TTFT");
+        assert!(chat.slope.is_some_and(|slope| slope > 2.0), "{chat:?}");
+        assert_eq!(chat.predicted_bracket, "above");
+        assert_eq!(chat.predicted, 32.0);
+        let scores = score(&all);
+        let summary = scores
+            .iter()
+            .find(|c| c.slo.starts_with("chat"))
+            .expect("scored");
+        assert_eq!(summary.predicted_above_range, 1);
+        assert_eq!(summary.predicted_below_range, 0);
+        // Fewer than three loads say nothing about C*.
+        assert!(sweeps(&rows[..2]).is_empty());
     }
 }

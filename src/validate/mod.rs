@@ -168,6 +168,8 @@ pub struct SourceScore {
     pub failed: SkipReasons,
     pub groups: Vec<GroupScore>,
     pub c_star: Vec<cstar::CStarScore>,
+    /// Every sweep's C* at each SLO, with the limit it crosses and how steeply.
+    pub c_star_sweeps: Vec<cstar::SweepCStar>,
     /// TTFT at the rows' loads over the prompt alone, measured and predicted, per band of users.
     pub queueing: Vec<queueing::QueueingScore>,
     pub rows: Vec<ComparedRow>,
@@ -428,7 +430,8 @@ pub fn score_source(
     let (rows, failed) =
         predict_rows_with(catalog, &source.comparisons, overrides, Alone::Simulate);
     let groups = score_groups(&rows);
-    let c_star = cstar::score(&rows);
+    let c_star_sweeps = cstar::sweeps(&rows);
+    let c_star = cstar::score(&c_star_sweeps);
     let queueing = queueing::score(&rows);
     SourceScore {
         model_class: source.model_class.to_string(),
@@ -441,6 +444,7 @@ pub fn score_source(
         failed,
         groups,
         c_star,
+        c_star_sweeps,
         queueing,
         rows: if keep_rows { rows } else { Vec::new() },
     }
