@@ -131,7 +131,9 @@ pub struct ComparedRow {
     /// What the prediction's step times rested on.
     pub basis: String,
     pub note: String,
-    #[serde(skip)]
+    /// The deployment measured at several loads this row is one level of (empty for a row of
+    /// its own): what `c_star_sweeps` names.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub sweep: String,
 }
 
