@@ -2,6 +2,7 @@
 //! C* at two SLOs where a source measured sweeps; what was skipped and why.
 
 use super::{Document, Report, Table};
+use crate::validate::cstar::Bracket;
 use crate::validate::score::ErrorStats;
 use crate::validate::{RowOutcome, SourceScore, ValidationReport};
 
@@ -254,9 +255,9 @@ fn sweep_table(source: &SourceScore) -> Table {
     };
     for sweep in &source.c_star_sweeps {
         let predicted = match sweep.predicted_bracket {
-            "above" => format!("≥ {:.1}", sweep.predicted),
-            "below" => format!("< {:.1} (about {:.1})", sweep.lowest_load, sweep.predicted),
-            _ => format!("{:.1}", sweep.predicted),
+            Bracket::Above => format!("≥ {:.1}", sweep.predicted),
+            Bracket::Below => format!("< {:.1} (about {:.1})", sweep.lowest_load, sweep.predicted),
+            Bracket::Inside => format!("{:.1}", sweep.predicted),
         };
         let at_c_star = match (sweep.predicted_ratio_at_c_star, sweep.predicted_binds) {
             (Some(ratio), Some(which)) => format!("{which} {}", signed(ratio)),

@@ -78,6 +78,35 @@ pub enum Bracketed {
     Below(f64),
 }
 
+/// Where a predicted C* lies against the sweep's loads (see [`Bracketed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bracket {
+    Inside,
+    /// Every level passed: C* is at least the highest load.
+    Above,
+    /// The lowest level failed: C* extrapolated below it.
+    Below,
+}
+
+/// Which of an SLO's two limits a level is closer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Limit {
+    #[serde(rename = "TTFT")]
+    Ttft,
+    #[serde(rename = "TPOT")]
+    Tpot,
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Limit::Ttft => "TTFT",
+            Limit::Tpot => "TPOT",
+        })
+    }
+}
+
 /// C* of `curve` at `slo`.
 pub fn c_star(curve: &[(f64, f64, f64)], slo: &MeanSlo) -> Option<Bracketed> {
     let ratio = |&(_, ttft, tpot): &(f64, f64, f64)| (ttft / slo.ttft_s).max(tpot / slo.tpot_s);
@@ -115,39 +144,39 @@ pub struct SweepCStar {
     pub highest_load: f64,
     /// Interpolated between the last measured level that met the SLO and the first that did not.
     pub measured: f64,
-    /// `TTFT` or `TPOT`: the limit the measured sweep crosses.
-    pub binds: &'static str,
+    /// The limit the measured sweep crosses.
+    pub binds: Limit,
     /// d ln(binding ratio) / d ln(load) between the two measured levels around C*: 1 where the
     /// binding statistic grows in proportion to the load, near 0 where it hardly moves.
     pub slope: Option<f64>,
     /// The prediction's C*, read off the predicted curve at the same loads.
     pub predicted: f64,
-    /// `inside` the loads, `above` them (every predicted level passed: C* at least the
-    /// highest load) or `below` (the lowest failed: extrapolated).
-    pub predicted_bracket: &'static str,
+    /// Inside the loads, above them (every predicted level passed: C* at least the highest
+    /// load) or below (the lowest failed: extrapolated).
+    pub predicted_bracket: Bracket,
     /// (predicted − measured) / measured C*.
     pub error: f64,
     /// The predicted binding ratio (the larger of TTFT/limit and TPOT/limit) at the measured
     /// C*, less 1: the latency error that moved C*. Negative — the prediction still had room
     /// where the measurement reached the limit — goes with a C* predicted too high.
     pub predicted_ratio_at_c_star: Option<f64>,
-    /// `TTFT` or `TPOT`: which of the prediction's limits is closer there.
-    pub predicted_binds: Option<&'static str>,
+    /// Which of the prediction's limits is closer there.
+    pub predicted_binds: Option<Limit>,
 }
 
 /// The binding ratio of one level at `slo`, and which limit it is.
-fn binding(&(_, ttft, tpot): &(f64, f64, f64), slo: &MeanSlo) -> (f64, &'static str) {
+fn binding(&(_, ttft, tpot): &(f64, f64, f64), slo: &MeanSlo) -> (f64, Limit) {
     let (t, p) = (ttft / slo.ttft_s, tpot / slo.tpot_s);
     if p > t {
-        (p, "TPOT")
+        (p, Limit::Tpot)
     } else {
-        (t, "TTFT")
+        (t, Limit::Ttft)
     }
 }
 
 /// The binding ratio of `curve` at `load`, each statistic interpolated linearly in the load
 /// between the two levels around it; `None` outside the curve.
-fn binding_at(curve: &[(f64, f64, f64)], load: f64, slo: &MeanSlo) -> Option<(f64, &'static str)> {
+fn binding_at(curve: &[(f64, f64, f64)], load: f64, slo: &MeanSlo) -> Option<(f64, Limit)> {
     curve.windows(2).find_map(|pair| {
         let (low, high) = (pair[0], pair[1]);
         if !(low.0 <= load && load <= high.0) || high.0 <= low.0 {
@@ -218,15 +247,15 @@ pub fn sweeps(rows: &[ComparedRow]) -> Vec<SweepCStar> {
                 continue;
             };
             let (guess, bracket) = match c_star(&predicted, slo) {
-                Some(Bracketed::Inside(guess)) => (guess, "inside"),
-                Some(Bracketed::Above(top)) => (top, "above"),
-                Some(Bracketed::Below(guess)) => (guess, "below"),
+                Some(Bracketed::Inside(guess)) => (guess, Bracket::Inside),
+                Some(Bracketed::Above(top)) => (top, Bracket::Above),
+                Some(Bracketed::Below(guess)) => (guess, Bracket::Below),
                 None => continue,
             };
             let Some(error) = relative_error(guess, truth) else {
                 continue;
             };
-            let binds = binding_at(&measured, truth, slo).map_or("TTFT", |(_, which)| which);
+            let binds = binding_at(&measured, truth, slo).map_or(Limit::Ttft, |(_, which)| which);
             let at_truth = binding_at(&predicted, truth, slo);
             out.push(SweepCStar {
                 slo: slo.name.to_string(),
@@ -284,11 +313,11 @@ pub fn score(sweeps: &[SweepCStar]) -> Vec<CStarScore> {
                 stats: ErrorStats::of(&errors),
                 predicted_above_range: group
                     .iter()
-                    .filter(|s| s.predicted_bracket == "above")
+                    .filter(|s| s.predicted_bracket == Bracket::Above)
                     .count(),
                 predicted_below_range: group
                     .iter()
-                    .filter(|s| s.predicted_bracket == "below")
+                    .filter(|s| s.predicted_bracket == Bracket::Below)
                     .count(),
                 median_slope: (!slopes.is_empty())
                     .then(|| crate::stats::quantile_sorted(&slopes, 0.5)),
@@ -380,15 +409,15 @@ mod tests {
             .iter()
             .find(|s| s.slo.starts_with("interactive"))
             .expect("the measured sweep crosses the interactive SLO");
-        assert_eq!(sweep.binds, "TPOT");
-        assert_eq!(sweep.predicted_bracket, "inside");
+        assert_eq!(sweep.binds, Limit::Tpot);
+        assert_eq!(sweep.predicted_bracket, Bracket::Inside);
         let slope = sweep.slope.expect("two levels around C*");
         // ln(25.4 / 24.1) / ln(10 / 5) = 0.076.
         assert!((slope - 0.076).abs() < 0.005, "{slope}");
         // At the measured C* (about 8.1 users) the prediction is 11 % under the limit…
         let room = sweep.predicted_ratio_at_c_star.expect("inside the loads");
         assert!((-0.13..-0.09).contains(&room), "{room}");
-        assert_eq!(sweep.predicted_binds, Some("TPOT"));
+        assert_eq!(sweep.predicted_binds, Some(Limit::Tpot));
         // …and C* comes out at 25 users, three times the measured: the error the latency
         // error over the slope foretells in size (both far beyond the latency error).
         assert!(sweep.error > 1.0, "{sweep:?}");
@@ -420,9 +449,9 @@ mod tests {
             .iter()
             .find(|s| s.slo.starts_with("chat"))
             .expect("crosses the chat SLO");
-        assert_eq!(chat.binds, "TTFT");
+        assert_eq!(chat.binds, Limit::Ttft);
         assert!(chat.slope.is_some_and(|slope| slope > 2.0), "{chat:?}");
-        assert_eq!(chat.predicted_bracket, "above");
+        assert_eq!(chat.predicted_bracket, Bracket::Above);
         assert_eq!(chat.predicted, 32.0);
         let scores = score(&all);
         let summary = scores
