@@ -35,6 +35,11 @@ fn stats_cells(stats: &ErrorStats) -> Vec<String> {
     ]
 }
 
+/// A slope at C* (see `validate::cstar`), or `-` where there is none.
+fn slope_cell(slope: Option<f64>) -> String {
+    slope.map_or_else(|| "-".into(), |slope| format!("{slope:.2}"))
+}
+
 fn ms(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{:.1}", v * 1e3))
 }
@@ -131,11 +136,7 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
             }
             row.push(score.predicted_above_range.to_string());
             row.push(score.predicted_below_range.to_string());
-            row.push(
-                score
-                    .median_slope
-                    .map_or_else(|| "-".into(), |slope| format!("{slope:.2}")),
-            );
+            row.push(slope_cell(score.median_slope));
             table.rows.push(row);
         }
         tables.push(table);
@@ -274,9 +275,7 @@ fn sweep_table(source: &SourceScore) -> Table {
             ),
             format!("{:.1}", sweep.measured),
             sweep.binds.to_string(),
-            sweep
-                .slope
-                .map_or_else(|| "-".into(), |slope| format!("{slope:.2}")),
+            slope_cell(sweep.slope),
             predicted,
             signed(sweep.error),
             at_c_star,

@@ -109,7 +109,7 @@ impl std::fmt::Display for Limit {
 
 /// C* of `curve` at `slo`.
 pub fn c_star(curve: &[(f64, f64, f64)], slo: &MeanSlo) -> Option<Bracketed> {
-    let ratio = |&(_, ttft, tpot): &(f64, f64, f64)| (ttft / slo.ttft_s).max(tpot / slo.tpot_s);
+    let ratio = |level: &(f64, f64, f64)| binding(level, slo).0;
     let first = curve.first()?;
     if ratio(first) > 1.0 {
         return Some(Bracketed::Below(first.0 / ratio(first)));
@@ -167,11 +167,7 @@ pub struct SweepCStar {
 /// The binding ratio of one level at `slo`, and which limit it is.
 fn binding(&(_, ttft, tpot): &(f64, f64, f64), slo: &MeanSlo) -> (f64, Limit) {
     let (t, p) = (ttft / slo.ttft_s, tpot / slo.tpot_s);
-    if p > t {
-        (p, Limit::Tpot)
-    } else {
-        (t, Limit::Ttft)
-    }
+    (t.max(p), if p > t { Limit::Tpot } else { Limit::Ttft })
 }
 
 /// The binding ratio of `curve` at `load`, each statistic interpolated linearly in the load
@@ -220,12 +216,11 @@ pub fn sweeps(rows: &[ComparedRow]) -> Vec<SweepCStar> {
             .or_default()
             .push(row);
     }
-    let mut out = Vec::new();
-    for slo in &SLOS {
-        for ((engine, subset, class, sweep), levels) in &sweeps {
-            if levels.len() < 3 {
-                continue;
-            }
+    // Each sweep's measured and predicted curve, sorted by load, read once for both SLOs.
+    let curves: Vec<_> = sweeps
+        .iter()
+        .filter(|(_, levels)| levels.len() >= 3)
+        .filter_map(|(key, levels)| {
             let mut levels = levels.clone();
             levels.sort_by(|a, b| a.load.total_cmp(&b.load));
             let curve = |pick: fn(&ComparedRow) -> (Option<f64>, Option<f64>)| {
@@ -237,16 +232,18 @@ pub fn sweeps(rows: &[ComparedRow]) -> Vec<SweepCStar> {
                     })
                     .collect::<Option<Vec<_>>>()
             };
-            let (Some(measured), Some(predicted)) = (
-                curve(|r| (r.measured.ttft_s, r.measured.tpot_s)),
-                curve(|r| (r.predicted.ttft_s, r.predicted.tpot_s)),
-            ) else {
+            let measured = curve(|r| (r.measured.ttft_s, r.measured.tpot_s))?;
+            let predicted = curve(|r| (r.predicted.ttft_s, r.predicted.tpot_s))?;
+            Some((key, measured, predicted))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for slo in &SLOS {
+        for ((engine, subset, class, sweep), measured, predicted) in &curves {
+            let Some(Bracketed::Inside(truth)) = c_star(measured, slo) else {
                 continue;
             };
-            let Some(Bracketed::Inside(truth)) = c_star(&measured, slo) else {
-                continue;
-            };
-            let (guess, bracket) = match c_star(&predicted, slo) {
+            let (guess, bracket) = match c_star(predicted, slo) {
                 Some(Bracketed::Inside(guess)) => (guess, Bracket::Inside),
                 Some(Bracketed::Above(top)) => (top, Bracket::Above),
                 Some(Bracketed::Below(guess)) => (guess, Bracket::Below),
@@ -255,20 +252,20 @@ pub fn sweeps(rows: &[ComparedRow]) -> Vec<SweepCStar> {
             let Some(error) = relative_error(guess, truth) else {
                 continue;
             };
-            let binds = binding_at(&measured, truth, slo).map_or(Limit::Ttft, |(_, which)| which);
-            let at_truth = binding_at(&predicted, truth, slo);
+            let binds = binding_at(measured, truth, slo).map_or(Limit::Ttft, |(_, which)| which);
+            let at_truth = binding_at(predicted, truth, slo);
             out.push(SweepCStar {
                 slo: slo.name.to_string(),
                 engine: engine.to_string(),
                 subset: subset.to_string(),
                 basis_class: class.to_string(),
                 sweep: sweep.to_string(),
-                levels: levels.len(),
+                levels: measured.len(),
                 lowest_load: measured[0].0,
                 highest_load: measured[measured.len() - 1].0,
                 measured: truth,
                 binds,
-                slope: slope_around(&measured, truth, slo),
+                slope: slope_around(measured, truth, slo),
                 predicted: guess,
                 predicted_bracket: bracket,
                 error,
