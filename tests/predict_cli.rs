@@ -285,3 +285,31 @@ fn a_prediction_measured_as_a_benchmark_measures_its_waves_of_prompts() {
         assert!(out.stderr.contains(says), "{extra:?}: {}", out.stderr);
     }
 }
+
+/// Every C* says how far a 5 % latency error would move it, read off its own curve: below C*
+/// when latency is higher, above when lower, and the slope it states is the one joining them.
+#[test]
+fn a_prediction_says_how_far_a_latency_error_moves_c_star() {
+    let run = predict(&["--tpot", "100ms"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let value = json(&run);
+    let c_star = value["c_star"].as_f64().unwrap();
+    let slope = &value["c_star_slope"];
+    let slower = slope["c_star_if_slower"].as_f64().unwrap();
+    assert!(slower < c_star, "{slope}");
+    if let (Some(faster), Some(s)) = (slope["c_star_if_faster"].as_f64(), slope["slope"].as_f64()) {
+        assert!(faster > c_star, "{slope}");
+        let implied = (faster / slower).powf(s);
+        assert!((implied - 1.05 / 0.95).abs() < 1e-6, "{slope}");
+    }
+    let mut args = LAYOUT.to_vec();
+    args.extend(["table", "--tpot", "100ms"]);
+    let table = capplan(&args);
+    assert!(
+        table
+            .stdout
+            .contains("How fragile: were every level's latency 5 % above"),
+        "{}",
+        table.stdout
+    );
+}

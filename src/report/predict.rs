@@ -168,6 +168,7 @@ impl Report for Prediction {
                     None => "No error band: `capplan validate` measured none for this engine."
                         .to_string(),
                 },
+                slope_note(self.c_star, self.c_star_slope.as_ref()),
                 format!(
                     "{} instance(s) per node → {} users per node.",
                     self.instances_per_node,
@@ -297,4 +298,55 @@ fn steps_table(steps: &[SampledStep], staged: bool) -> Table {
         headers: headers.into_iter().map(String::from).collect(),
         rows,
     }
+}
+
+/// A slope this steep is a jump in the curve, not a rise: percentages per doubling mean
+/// nothing there.
+const CLIFF_SLOPE: f64 = 4.0;
+
+/// How far C* moves with a latency error, read off the predicted curve around it.
+fn slope_note(c_star: u32, slope: Option<&crate::sim::c_star_slope::CStarSlope>) -> String {
+    use crate::sim::c_star_slope::LATENCY_ERROR;
+    let Some(slope) = slope else {
+        return "How fragile: not read (C* is within a level or two of one user).".into();
+    };
+    let percent = LATENCY_ERROR * 100.0;
+    let faster = match (slope.c_star_if_faster, slope.cliff) {
+        (Some(users), false) => format!("about {users:.0}"),
+        (Some(users), true) => format!(
+            "still {users:.0} (the level above stopped: C* sits at a cliff that a faster engine \
+             does not move)"
+        ),
+        (None, _) => match slope.slope {
+            Some(s) => format!(
+                "above every level tried (about {:.0} at the slope below C*)",
+                f64::from(c_star) * (1.0 / (1.0 - LATENCY_ERROR)).powf(1.0 / s)
+            ),
+            None => "above every level tried".into(),
+        },
+    };
+    let growth = match slope.slope {
+        Some(s) if s >= CLIFF_SLOPE => format!(
+            "; the binding latency jumps there (users^{s:.0}): a cliff, set by capacity (the KV \
+             cache, the running-request limit) more than by step times"
+        ),
+        Some(s) => format!(
+            "; around C* the binding latency grows as users^{s:.2} ({:+.0} % per doubling){}",
+            (2f64.powf(s) - 1.0) * 100.0,
+            if slope.is_flat() {
+                format!(
+                    ", a flat stretch where a latency error moves C* {:.1}× as much",
+                    1.0 / s
+                )
+            } else {
+                String::new()
+            }
+        ),
+        None => String::new(),
+    };
+    format!(
+        "How fragile: were every level's latency {percent:.0} % above the prediction, C* \
+         ({c_star}) would be about {:.0} users; {percent:.0} % below, {faster}{growth}.",
+        slope.c_star_if_slower
+    )
 }

@@ -1,6 +1,7 @@
 //! The simulated engine: a performance model of one serving instance and a continuous-batching
 //! scheduler on top of it, run in virtual time (`predict`) or scaled real time (`serve`).
 
+pub mod c_star_slope;
 pub mod calibrate;
 pub mod calibrate_curves;
 pub mod calibrate_runs;

@@ -336,6 +336,9 @@ pub struct Prediction {
     /// Where the measured C* is expected with 80 % odds, from the model's error on held-out
     /// public measurements (set by the caller, which has the catalog's bands).
     pub band: Option<CStarRange>,
+    /// How steeply the binding latency rises around C*, and where C* would be were every
+    /// level's latency 5 % off (`None` for a rate search, or without a level on each side).
+    pub c_star_slope: Option<super::c_star_slope::CStarSlope>,
     pub engine: EngineConfig,
     pub memory: MemoryFit,
     /// Instances per node the caller plans (users per node = instances × C*).
@@ -991,6 +994,7 @@ fn predict_shell(
         calibration: calibration.clone(),
         basis: step_basis(&engine, calibration),
         band: None,
+        c_star_slope: None,
         engine: *engine.config(),
         memory,
         instances_per_node: 1,
@@ -1103,6 +1107,9 @@ pub fn predict_with(
     prediction.last_pass = last_pass;
     prediction.first_fail = first_fail;
     prediction.curve = levels.into_values().collect();
+    if prediction.below.is_none() {
+        prediction.c_star_slope = super::c_star_slope::around(&prediction.curve, last_pass);
+    }
     prediction.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(prediction)
 }
