@@ -306,29 +306,32 @@ const CLIFF_SLOPE: f64 = 4.0;
 
 /// How far C* moves with a latency error, read off the predicted curve around it.
 fn slope_note(c_star: u32, slope: Option<&crate::sim::c_star_slope::CStarSlope>) -> String {
-    use crate::sim::c_star_slope::LATENCY_ERROR;
+    use crate::sim::c_star_slope::{Crossing, LATENCY_ERROR};
     let Some(slope) = slope else {
         return "How fragile: not read (C* is within a level or two of one user).".into();
     };
     let percent = LATENCY_ERROR * 100.0;
-    let faster = match (slope.c_star_if_faster, slope.cliff) {
-        (Some(users), false) => format!("about {users:.0}"),
-        (Some(users), true) => format!(
-            "still {users:.0} (the level above stopped: C* sits at a cliff that a faster engine \
-             does not move)"
+    // C* counts the users that pass, so a crossing between levels is read down to whole users.
+    let users = |crossing: Crossing| match crossing {
+        Crossing::At(users) => format!("about {:.0} users", users.floor()),
+        Crossing::Between(low, high) => format!(
+            "between {low:.0} and {high:.0} users (the level of {high:.0} stopped once it was \
+             sure to fail)"
         ),
-        (None, _) => match slope.slope {
-            Some(s) => format!(
-                "above every level tried (about {:.0} at the slope below C*)",
-                f64::from(c_star) * (1.0 / (1.0 - LATENCY_ERROR)).powf(1.0 / s)
-            ),
-            None => "above every level tried".into(),
-        },
+    };
+    let faster = match (slope.c_star_if_faster, slope.slope) {
+        (Some(crossing), _) => users(crossing),
+        (None, Some(s)) => format!(
+            "above every level tried (about {:.0} at the slope below C*)",
+            (f64::from(c_star) * (1.0 / (1.0 - LATENCY_ERROR)).powf(1.0 / s)).floor()
+        ),
+        (None, None) => "above every level tried".into(),
     };
     let growth = match slope.slope {
         Some(s) if s >= CLIFF_SLOPE => format!(
-            "; the binding latency jumps there (users^{s:.0}): a cliff, set by capacity (the KV \
-             cache, the running-request limit) more than by step times"
+            "; the binding latency jumps there (users^{s:.0}): a cliff, past which requests \
+             queue for KV cache or batch slots, so C* moves with capacity more than with step \
+             times"
         ),
         Some(s) => format!(
             "; around C* the binding latency grows as users^{s:.2} ({:+.0} % per doubling){}",
@@ -346,7 +349,7 @@ fn slope_note(c_star: u32, slope: Option<&crate::sim::c_star_slope::CStarSlope>)
     };
     format!(
         "How fragile: were every level's latency {percent:.0} % above the prediction, C* \
-         ({c_star}) would be about {:.0} users; {percent:.0} % below, {faster}{growth}.",
-        slope.c_star_if_slower
+         ({c_star}) would be {}; {percent:.0} % below, {faster}{growth}.",
+        users(slope.c_star_if_slower)
     )
 }

@@ -22,22 +22,40 @@ pub const LATENCY_ERROR: f64 = 0.05;
 /// multiplied more than three times over in C*.
 pub const FLAT_SLOPE: f64 = 0.3;
 
+/// Where a curve crosses a ratio: interpolated between two levels, or only bracketed when the
+/// level above stopped as soon as it was sure to fail (its ratio is then unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Crossing {
+    At(f64),
+    Between(f64, f64),
+}
+
+impl Crossing {
+    /// The users where it is interpolated; `None` when only bracketed.
+    pub fn at(self) -> Option<f64> {
+        match self {
+            Crossing::At(users) => Some(users),
+            Crossing::Between(..) => None,
+        }
+    }
+}
+
 /// Where C* would be were every level's latency off by [`LATENCY_ERROR`], read off the
 /// predicted curve itself.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CStarSlope {
     /// C* were every level's latency [`LATENCY_ERROR`] above the prediction: where the
-    /// binding ratio crosses 1 / (1 + e), interpolated in log-log between the levels around.
-    pub c_star_if_slower: f64,
+    /// binding ratio crosses 1 / (1 + e), interpolated in log-log between the levels around
+    /// (in fractional users: the whole users that pass are its floor).
+    pub c_star_if_slower: Crossing,
     /// The same [`LATENCY_ERROR`] below (the crossing of 1 / (1 − e)); `None` when no level
     /// tried reaches it.
-    pub c_star_if_faster: Option<f64>,
-    /// The level above C* stopped (its requests outgrew the KV cache): a faster engine moves
-    /// C* no further than the cliff.
-    pub cliff: bool,
+    pub c_star_if_faster: Option<Crossing>,
     /// The effective d ln(binding ratio) / d ln(users) across those two crossings (from the
     /// slower one to the limit where no level reaches the faster): 1 where latency grows in
-    /// proportion to the users, near 0 where it hardly moves; `None` at a cliff.
+    /// proportion to the users, near 0 where it hardly moves; `None` where a crossing is
+    /// only bracketed.
     pub slope: Option<f64>,
 }
 
@@ -59,28 +77,23 @@ pub fn around(curve: &[LevelResult], c_star: u32) -> Option<CStarSlope> {
         .filter(|level| level.offered_rate.is_none() && level.concurrency > 0)
         .map(|level| (f64::from(level.concurrency), level.slo_ratio))
         .collect();
-    let (slower, _) = crossing(&levels, 1.0 / (1.0 + LATENCY_ERROR))?;
+    let slower = crossing(&levels, 1.0 / (1.0 + LATENCY_ERROR))?;
     let faster = crossing(&levels, 1.0 / (1.0 - LATENCY_ERROR));
     // Two-sided where both crossings were reached; where no level tried reaches the faster
     // one (a flat curve whose first failing level barely fails), one-sided, from the slower
     // crossing up to where the curve crosses the limit itself.
-    let one_sided = || {
-        let (limit, _) = crossing(&levels, 1.0)?;
-        log_slope(slower, limit, 1.0 + LATENCY_ERROR)
-    };
-    let slope = match faster {
-        Some((faster, false)) => log_slope(
-            slower,
-            faster,
-            (1.0 + LATENCY_ERROR) / (1.0 - LATENCY_ERROR),
-        ),
-        Some((_, true)) => None,
-        None => one_sided(),
+    let slope = match (slower.at(), faster) {
+        (Some(low), Some(Crossing::At(high))) => {
+            log_slope(low, high, (1.0 + LATENCY_ERROR) / (1.0 - LATENCY_ERROR))
+        }
+        (Some(low), None) => crossing(&levels, 1.0)
+            .and_then(Crossing::at)
+            .and_then(|limit| log_slope(low, limit, 1.0 + LATENCY_ERROR)),
+        _ => None,
     };
     Some(CStarSlope {
         c_star_if_slower: slower,
-        c_star_if_faster: faster.map(|(users, _)| users),
-        cliff: faster.is_some_and(|(_, stopped)| stopped),
+        c_star_if_faster: faster,
         slope,
     })
 }
@@ -94,9 +107,9 @@ fn log_slope(low: f64, high: f64, factor: f64) -> Option<f64> {
 }
 
 /// Where `levels` (users, binding ratio) first cross `target`, interpolated in log-log between
-/// the last level at or below it and the next, and whether the next had stopped (an
-/// infinite ratio: a cliff, and the crossing is put at the level before it).
-fn crossing(levels: &[(f64, f64)], target: f64) -> Option<(f64, bool)> {
+/// the last level at or below it and the next; only bracketed when the next stopped early (an
+/// infinite ratio: it failed for certain, by how much unknown).
+fn crossing(levels: &[(f64, f64)], target: f64) -> Option<Crossing> {
     let first = levels.first()?;
     if first.1 > target {
         return None;
@@ -107,10 +120,10 @@ fn crossing(levels: &[(f64, f64)], target: f64) -> Option<(f64, bool)> {
             return None;
         }
         if !r1.is_finite() || r0 <= 0.0 {
-            return Some((u0, true));
+            return Some(Crossing::Between(u0, u1));
         }
         let share = ((target / r0).ln() / (r1 / r0).ln()).clamp(0.0, 1.0);
-        Some(((u0.ln() + share * (u1 / u0).ln()).exp(), false))
+        Some(Crossing::At((u0.ln() + share * (u1 / u0).ln()).exp()))
     })
 }
 
@@ -160,8 +173,9 @@ mod tests {
         let slope = around(&curve(0.5, 24), 24).unwrap();
         // A 5 % error at s = 0.5 moves C* by 1.05^2 ≈ 10 % (the curve is exactly a power law,
         // so log-log interpolation is exact).
-        assert!((slope.c_star_if_slower - 24.0 / 1.05f64.powi(2)).abs() < 1e-6);
-        let faster = slope.c_star_if_faster.unwrap();
+        let slower = slope.c_star_if_slower.at().unwrap();
+        assert!((slower - 24.0 / 1.05f64.powi(2)).abs() < 1e-6);
+        let faster = slope.c_star_if_faster.and_then(Crossing::at).unwrap();
         assert!((faster - 24.0 / 0.95f64.powi(2)).abs() < 1e-6);
         assert!((slope.slope.unwrap() - 0.5).abs() < 1e-6);
         assert!(!slope.is_flat());
@@ -171,7 +185,10 @@ mod tests {
     fn a_flat_curve_multiplies_a_small_latency_error() {
         // TPOT 6 % higher per doubling of users (s ≈ 0.084): a 5 % error moves C* by ~45 %.
         let slope = around(&curve(0.084, 24), 24).unwrap();
-        assert!(slope.c_star_if_slower < 24.0 * 0.6, "{slope:?}");
+        assert!(
+            slope.c_star_if_slower.at().unwrap() < 24.0 * 0.6,
+            "{slope:?}"
+        );
         // 24 × 1.0526^(1 / 0.084) ≈ 44 users: beyond the 32 the search tried, so that side
         // is unknown, and the slope is read on the side below C*.
         assert_eq!(slope.c_star_if_faster, None);
@@ -181,22 +198,24 @@ mod tests {
         let mut wider = curve(0.084, 24);
         wider.push(level(64, (64.0f64 / 24.0).powf(0.084)));
         let slope = around(&wider, 24).unwrap();
-        assert!(slope.c_star_if_faster.unwrap() > 24.0 * 1.7, "{slope:?}");
+        let faster = slope.c_star_if_faster.and_then(Crossing::at).unwrap();
+        assert!(faster > 24.0 * 1.7, "{slope:?}");
         assert!((slope.slope.unwrap() - 0.084).abs() < 1e-6, "{slope:?}");
     }
 
     #[test]
-    fn a_cliff_holds_c_star_where_it_is() {
-        // The level above C* stopped (the KV cache overflowed): no faster latency lifts C*
-        // past it, and no slope is claimed.
-        let mut cliff = curve(0.5, 24);
-        for level in cliff.iter_mut().filter(|l| l.concurrency > 24) {
+    fn a_level_that_stopped_early_only_brackets_its_crossing() {
+        // The levels above C* stopped once sure to fail: how far past the limit they were is
+        // unknown, so the faster C* is only known to lie below the first of them, and no
+        // slope is claimed from it.
+        let mut stopped = curve(0.5, 24);
+        for level in stopped.iter_mut().filter(|l| l.concurrency > 24) {
             level.slo_ratio = f64::INFINITY;
         }
-        let slope = around(&cliff, 24).unwrap();
-        assert_eq!(slope.c_star_if_faster, Some(24.0));
-        assert!(slope.cliff && slope.slope.is_none());
-        assert!(slope.c_star_if_slower < 24.0);
+        let slope = around(&stopped, 24).unwrap();
+        assert_eq!(slope.c_star_if_faster, Some(Crossing::Between(24.0, 25.0)));
+        assert_eq!(slope.slope, None);
+        assert!(slope.c_star_if_slower.at().unwrap() < 24.0);
         // Nothing tried reaches the faster crossing: it is unknown, not invented.
         let below_only: Vec<_> = curve(0.5, 24).into_iter().take(6).collect();
         assert_eq!(around(&below_only, 24).unwrap().c_star_if_faster, None);
