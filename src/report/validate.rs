@@ -144,6 +144,30 @@ fn source_tables(source: &SourceScore, details: bool) -> Vec<Table> {
     if details && !source.c_star_sweeps.is_empty() {
         tables.push(sweep_table(source));
     }
+    if details && !source.c_star_by_predicted_slope.is_empty() {
+        tables.push(Table {
+            caption: Some(format!(
+                "{}: held-out C* errors by the slope of the predicted curve at the predicted C* \
+                 (what `capplan predict` reports as its fragility; both SLOs, sweeps predicted \
+                 inside their loads)",
+                source.source
+            )),
+            headers: ["predicted slope", "sweeps", "median |C* error|"]
+                .map(String::from)
+                .to_vec(),
+            rows: source
+                .c_star_by_predicted_slope
+                .iter()
+                .map(|class| {
+                    vec![
+                        class.predicted_slope.clone(),
+                        class.sweeps.to_string(),
+                        pct(class.median_abs_error),
+                    ]
+                })
+                .collect(),
+        });
+    }
     if !source.queueing.is_empty() {
         let mut table = Table {
             caption: Some(format!(
@@ -247,6 +271,7 @@ fn sweep_table(source: &SourceScore) -> Table {
             "binds",
             "slope",
             "C* predicted",
+            "predicted slope",
             "C* error",
             "predicted at measured C*",
         ]
@@ -277,6 +302,7 @@ fn sweep_table(source: &SourceScore) -> Table {
             sweep.binds.to_string(),
             slope_cell(sweep.slope),
             predicted,
+            slope_cell(sweep.predicted_slope),
             signed(sweep.error),
             at_c_star,
         ]);

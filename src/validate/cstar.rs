@@ -162,6 +162,51 @@ pub struct SweepCStar {
     pub predicted_ratio_at_c_star: Option<f64>,
     /// Which of the prediction's limits is closer there.
     pub predicted_binds: Option<Limit>,
+    /// The same slope read off the predicted curve around the predicted C* (inside the loads
+    /// only): what `capplan predict` reports as its C*'s fragility, known before any
+    /// measurement.
+    pub predicted_slope: Option<f64>,
+}
+
+/// Held-out C* errors of one model class whose predicted slope lies in one range: whether
+/// the slope a prediction reports sorts its C* errors.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlopeClassScore {
+    /// `under 0.3`, `0.3 to 1` or `1 and over`.
+    pub predicted_slope: String,
+    pub sweeps: usize,
+    pub median_abs_error: f64,
+}
+
+/// The predicted-slope ranges [`by_predicted_slope`] sorts sweeps into: flat (where `predict`
+/// says so, [`crate::sim::c_star_slope::FLAT_SLOPE`]), rising, and rising faster than the
+/// load.
+const SLOPE_CLASSES: [(&str, f64, f64); 3] = [
+    ("under 0.3", 0.0, crate::sim::c_star_slope::FLAT_SLOPE),
+    ("0.3 to 1", crate::sim::c_star_slope::FLAT_SLOPE, 1.0),
+    ("1 and over", 1.0, f64::INFINITY),
+];
+
+/// Median |C* error| of the held-out sweeps predicted inside their loads, by the slope of
+/// the predicted curve there, both SLOs pooled.
+pub fn by_predicted_slope(sweeps: &[SweepCStar]) -> Vec<SlopeClassScore> {
+    SLOPE_CLASSES
+        .iter()
+        .filter_map(|&(name, low, high)| {
+            let mut errors: Vec<f64> = sweeps
+                .iter()
+                .filter(|s| s.subset == super::silicon::HELD_OUT)
+                .filter(|s| s.predicted_slope.is_some_and(|p| low <= p && p < high))
+                .map(|s| s.error.abs())
+                .collect();
+            errors.sort_by(f64::total_cmp);
+            (!errors.is_empty()).then(|| SlopeClassScore {
+                predicted_slope: name.to_string(),
+                sweeps: errors.len(),
+                median_abs_error: crate::stats::quantile_sorted(&errors, 0.5),
+            })
+        })
+        .collect()
 }
 
 /// The binding ratio of one level at `slo`, and which limit it is.
@@ -271,6 +316,9 @@ pub fn sweeps(rows: &[ComparedRow]) -> Vec<SweepCStar> {
                 error,
                 predicted_ratio_at_c_star: at_truth.map(|(ratio, _)| ratio - 1.0),
                 predicted_binds: at_truth.map(|(_, which)| which),
+                predicted_slope: (bracket == Bracket::Inside)
+                    .then(|| slope_around(predicted, guess, slo))
+                    .flatten(),
             });
         }
     }
@@ -428,6 +476,21 @@ mod tests {
         assert_eq!(interactive.sweeps, 1);
         assert_eq!(interactive.errors, vec![sweep.error]);
         assert_eq!(interactive.median_slope, Some(slope));
+        // The prediction's own curve is nearly as flat around its C*: from 10 to 25 users its
+        // binding ratio goes from 0.896 (TPOT 22.4 ms) to 1.04 (TTFT 0.52 s), a slope of
+        // ln(1.04 / 0.896) / ln(2.5) = 0.16. `predict` would have called this C* fragile, and
+        // the sweep counts among the flat ones.
+        let predicted_slope = sweep.predicted_slope.expect("predicted inside the loads");
+        assert!((predicted_slope - 0.163).abs() < 0.002, "{predicted_slope}");
+        let classes = by_predicted_slope(&all);
+        let flat = classes
+            .iter()
+            .find(|c| c.predicted_slope == "under 0.3")
+            .expect("a flat class");
+        assert!(
+            flat.sweeps >= 1 && flat.median_abs_error > 1.0,
+            "{classes:?}"
+        );
     }
 
     #[test]
@@ -457,6 +520,8 @@ mod tests {
             .expect("scored");
         assert_eq!(summary.predicted_above_range, 1);
         assert_eq!(summary.predicted_below_range, 0);
+        // A prediction past the range has no slope around its C* to sort by.
+        assert_eq!(chat.predicted_slope, None);
         // Fewer than three loads say nothing about C*.
         assert!(sweeps(&rows[..2]).is_empty());
     }

@@ -172,6 +172,8 @@ pub struct SourceScore {
     pub c_star: Vec<cstar::CStarScore>,
     /// Every sweep's C* at each SLO, with the limit it crosses and how steeply.
     pub c_star_sweeps: Vec<cstar::SweepCStar>,
+    /// Held-out C* errors by the slope of the predicted curve at the predicted C*.
+    pub c_star_by_predicted_slope: Vec<cstar::SlopeClassScore>,
     /// TTFT at the rows' loads over the prompt alone, measured and predicted, per band of users.
     pub queueing: Vec<queueing::QueueingScore>,
     pub rows: Vec<ComparedRow>,
@@ -446,6 +448,7 @@ pub fn score_source(
         failed,
         groups,
         c_star,
+        c_star_by_predicted_slope: cstar::by_predicted_slope(&c_star_sweeps),
         c_star_sweeps,
         queueing,
         rows: if keep_rows { rows } else { Vec::new() },
