@@ -69,10 +69,8 @@ def sweeps_of(report):
 def band(train, test, method):
     """(low, high) of ln(measured / predicted) for the sweep `test`, from `train`."""
     if method == "pooled":
-        low, high = quantile([s["error"] for s in train], 0.1), quantile(
-            [s["error"] for s in train], 0.9
-        )
-        return low, high
+        errors = [s["error"] for s in train]
+        return quantile(errors, 0.1), quantile(errors, 0.9)
     if method == "widened":
         reference = median([s["slope"] for s in train])
         stretch = lambda s: max(1.0, reference / s["slope"])

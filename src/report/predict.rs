@@ -319,11 +319,11 @@ fn slope_note(c_star: u32, slope: Option<&crate::sim::c_star_slope::CStarSlope>)
              sure to fail)"
         ),
     };
-    let faster = match (slope.c_star_if_faster, slope.slope) {
+    let faster = match (slope.c_star_if_faster, slope.faster_extrapolated(c_star)) {
         (Some(crossing), _) => users(crossing),
-        (None, Some(s)) => format!(
+        (None, Some(beyond)) => format!(
             "above every level tried (about {:.0} at the slope below C*)",
-            (f64::from(c_star) * (1.0 / (1.0 - LATENCY_ERROR)).powf(1.0 / s)).floor()
+            beyond.floor()
         ),
         (None, None) => "above every level tried".into(),
     };

@@ -64,6 +64,18 @@ impl CStarSlope {
     pub fn is_flat(&self) -> bool {
         self.slope.is_some_and(|s| s < FLAT_SLOPE)
     }
+
+    /// Where no level tried reaches the faster crossing: C* were every latency
+    /// [`LATENCY_ERROR`] below, extrapolated from `c_star` at the slope read below it (in
+    /// fractional users, like the crossings).
+    pub fn faster_extrapolated(&self, c_star: u32) -> Option<f64> {
+        match (self.c_star_if_faster, self.slope) {
+            (None, Some(s)) => {
+                Some(f64::from(c_star) * (1.0 / (1.0 - LATENCY_ERROR)).powf(1.0 / s))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The sensitivity of `c_star` on `curve` (levels sorted by users), or `None` when no level
@@ -193,6 +205,12 @@ mod tests {
         // is unknown, and the slope is read on the side below C*.
         assert_eq!(slope.c_star_if_faster, None);
         assert!((slope.slope.unwrap() - 0.084).abs() < 1e-3, "{slope:?}");
+        // Extrapolated at that slope, it lands where the power law puts it.
+        let beyond = slope.faster_extrapolated(24).unwrap();
+        assert!(
+            (beyond - 24.0 / 0.95f64.powf(1.0 / 0.084)).abs() < 1.0,
+            "{beyond}"
+        );
         assert!(slope.is_flat());
         // With a level tried above the crossing, it is found, and both sides agree.
         let mut wider = curve(0.084, 24);

@@ -168,11 +168,11 @@ pub struct SweepCStar {
     pub predicted_slope: Option<f64>,
 }
 
-/// Held-out C* errors of one model class whose predicted slope lies in one range: whether
+/// Held-out C* errors of one source's sweeps whose predicted slope lies in one range: whether
 /// the slope a prediction reports sorts its C* errors.
 #[derive(Debug, Clone, Serialize)]
 pub struct SlopeClassScore {
-    /// `under 0.3`, `0.3 to 1` or `1 and over`.
+    /// `under 0.3`, `0.3 to 1` or `1 and over` (the bounds of [`SLOPE_CLASSES`]).
     pub predicted_slope: String,
     pub sweeps: usize,
     pub median_abs_error: f64,
@@ -181,18 +181,27 @@ pub struct SlopeClassScore {
 /// The predicted-slope ranges [`by_predicted_slope`] sorts sweeps into: flat (where `predict`
 /// says so, [`crate::sim::c_star_slope::FLAT_SLOPE`]), rising, and rising faster than the
 /// load.
-const SLOPE_CLASSES: [(&str, f64, f64); 3] = [
-    ("under 0.3", 0.0, crate::sim::c_star_slope::FLAT_SLOPE),
-    ("0.3 to 1", crate::sim::c_star_slope::FLAT_SLOPE, 1.0),
-    ("1 and over", 1.0, f64::INFINITY),
+const SLOPE_CLASSES: [(f64, f64); 3] = [
+    (0.0, crate::sim::c_star_slope::FLAT_SLOPE),
+    (crate::sim::c_star_slope::FLAT_SLOPE, 1.0),
+    (1.0, f64::INFINITY),
 ];
+
+/// A slope range's name, from its bounds.
+fn slope_class_name(low: f64, high: f64) -> String {
+    match (low > 0.0, high.is_finite()) {
+        (false, _) => format!("under {high}"),
+        (true, true) => format!("{low} to {high}"),
+        (true, false) => format!("{low} and over"),
+    }
+}
 
 /// Median |C* error| of the held-out sweeps predicted inside their loads, by the slope of
 /// the predicted curve there, both SLOs pooled.
 pub fn by_predicted_slope(sweeps: &[SweepCStar]) -> Vec<SlopeClassScore> {
     SLOPE_CLASSES
         .iter()
-        .filter_map(|&(name, low, high)| {
+        .filter_map(|&(low, high)| {
             let mut errors: Vec<f64> = sweeps
                 .iter()
                 .filter(|s| s.subset == super::silicon::HELD_OUT)
@@ -201,7 +210,7 @@ pub fn by_predicted_slope(sweeps: &[SweepCStar]) -> Vec<SlopeClassScore> {
                 .collect();
             errors.sort_by(f64::total_cmp);
             (!errors.is_empty()).then(|| SlopeClassScore {
-                predicted_slope: name.to_string(),
+                predicted_slope: slope_class_name(low, high),
                 sweeps: errors.len(),
                 median_abs_error: crate::stats::quantile_sorted(&errors, 0.5),
             })
