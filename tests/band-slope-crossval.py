@@ -5,7 +5,9 @@ Reads `capplan validate --details --format json` (a file, or standard input) and
 kinds of 80 % band for C* out of fold, on the held-out sweeps whose predicted C* lies inside
 their loads (aggregated sources only, both SLOs):
 
-  pooled   today's band: the 10th and 90th percentile of ln(measured / predicted C*);
+  pooled   one band per group: the 10th and 90th percentile of ln(measured / predicted C*)
+           (the rule the shipped bands followed when this was run; they are split-conformal
+           now, and `capplan validate` prints their own out-of-fold check);
   widened  the pooled band stretched by max(1, the fold's median predicted slope / the sweep's);
   slope    percentiles of ln(measured / predicted) × slope, divided by the sweep's slope
            (a C* error is a latency error over the slope).

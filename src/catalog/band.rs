@@ -1,9 +1,11 @@
 //! How wrong a predicted C* may be: error bands measured by `capplan validate` on public
 //! measurements the model was not fitted on, per engine profile and step-time basis.
 //!
-//! A band is the spread of (predicted − measured) / measured C* over held-out sweeps: 80 % of
-//! them fell between `low` and `high`. A prediction of C* = P therefore puts the measured C*
-//! between P / (1 + high) and P / (1 + low) with the same odds. `hardware/bands.toml` is
+//! A band is the split-conformal 80 % interval of (predicted − measured) / measured C* over
+//! held-out sweeps (`validate::bands`): a new deployment's error falls between `low` and `high`
+//! with 80 % odds if it errs like those sweeps, and `capplan validate` checks as much by leaving
+//! one deployment out at a time. A prediction of C* = P therefore puts the measured C* between
+//! P / (1 + high) and P / (1 + low) with the same odds. `hardware/bands.toml` is
 //! written by `capplan validate --write-bands` and can be edited or overridden like the rest
 //! of the catalog.
 
@@ -23,7 +25,8 @@ pub struct ErrorBand {
     pub basis: String,
     /// Sweeps × SLOs the errors come from.
     pub n: usize,
-    /// 10th and 90th percentile of the signed C* error.
+    /// The ends of the signed C* errors' split-conformal 80 % interval (of n sorted errors the
+    /// ⌊0.1 (n + 1)⌋-th and the ⌈0.9 (n + 1)⌉-th).
     pub low: f64,
     pub high: f64,
     pub median_abs: f64,
@@ -159,12 +162,13 @@ impl ErrorBand {
             low: c_star / (1.0 + high),
             high: c_star / (1.0 + low),
             basis: format!(
-                "{} on {}: 80 % of {} held-out C* errors within [{:+.0} %, {:+.0} %] ({}){}",
+                "{} on {}: C* error within [{:+.0} %, {:+.0} %] with 80 % odds, from {} held-out \
+                 sweeps ({}){}",
                 self.engine,
                 self.basis,
-                self.n,
                 self.low * 100.0,
                 self.high * 100.0,
+                self.n,
                 self.source,
                 why.map(|w| format!("; {w}")).unwrap_or_default()
             ),

@@ -281,11 +281,14 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     } else {
         None
     };
+    let scored: Vec<&capplan::validate::SourceScore> = sources.iter().collect();
+    let band_coverage = capplan::validate::bands::coverage(&scored);
     Ok(ValidationReport {
         fitted,
         fitted_constants,
         sources,
         static_batch,
+        band_coverage,
         details: args.details,
     })
 }

@@ -427,6 +427,43 @@ impl Report for ValidationReport {
                 ));
             }
         }
+        if !self.band_coverage.is_empty() {
+            tables.push(Table {
+                caption: Some(
+                    "C* bands, leave one deployment out: how often the band built from a group's \
+                     other deployments held the C* error of a held-out sweep (both SLOs) — the \
+                     split-conformal 80 % band `--write-bands` writes, and the 10th–90th \
+                     percentile band beside it"
+                        .into(),
+                ),
+                headers: [
+                    "models",
+                    "engine",
+                    "step times",
+                    "sweeps",
+                    "deployments",
+                    "80 % band held",
+                    "percentile band held",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: self
+                    .band_coverage
+                    .iter()
+                    .map(|c| {
+                        vec![
+                            c.models.clone(),
+                            c.engine.clone(),
+                            c.basis.clone(),
+                            c.sweeps.to_string(),
+                            c.deployments.to_string(),
+                            pct(c.covered),
+                            pct(c.covered_by_percentiles),
+                        ]
+                    })
+                    .collect(),
+            });
+        }
         if let Some(score) = &self.static_batch {
             let mut table = Table {
                 caption: Some(format!(

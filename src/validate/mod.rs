@@ -7,6 +7,7 @@
 //! reported apart from the held-out ones, never mixed). Where a source measured one deployment
 //! at several loads, C* is read off both the measured and the predicted curve at two SLOs.
 
+pub mod bands;
 pub mod blis;
 pub mod cstar;
 pub mod deployment;
@@ -189,12 +190,15 @@ pub struct ValidationReport {
     pub sources: Vec<SourceScore>,
     /// TensorRT-LLM 0.9's static batches: step times, leave-one-GPU-out and leave-one-model-out.
     pub static_batch: Option<static_batch::StaticBatchScore>,
+    /// How often the C* bands held for deployments left out of them.
+    pub band_coverage: Vec<bands::BandCoverage>,
     /// Whether per-row figures are printed.
     #[serde(skip)]
     pub details: bool,
 }
 
 pub use crate::catalog::band::basis_class;
+pub use bands::{bands, bands_toml};
 
 /// Predicts every comparison of `source` (on all cores), with `overrides` replacing a
 /// catalog engine profile of the same name (to score candidate overheads while fitting).
@@ -365,63 +369,6 @@ pub fn score_groups(rows: &[ComparedRow]) -> Vec<GroupScore> {
         });
     }
     out
-}
-
-/// The C* error bands of held-out sweeps in `scores`, per engine and basis class, pooled over
-/// the SLOs; `source` says what they were measured on.
-pub fn bands(scores: &[&SourceScore], source: &str) -> Vec<crate::catalog::band::ErrorBand> {
-    let mut pooled: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
-    // A disaggregated deployment's C* is not an instance's: no band rests on it.
-    for score in scores
-        .iter()
-        .filter(|s| s.model_class != silicon::DISAGGREGATED_CLASS)
-    {
-        for c in &score.c_star {
-            if c.subset == silicon::HELD_OUT {
-                pooled
-                    .entry((
-                        score.model_class.clone(),
-                        c.engine.clone(),
-                        c.basis_class.clone(),
-                    ))
-                    .or_default()
-                    .extend(&c.errors);
-            }
-        }
-    }
-    pooled
-        .into_iter()
-        .filter_map(|((models, engine, basis), errors)| {
-            let stats = ErrorStats::of(&errors)?;
-            Some(crate::catalog::band::ErrorBand {
-                models,
-                engine,
-                basis,
-                n: stats.n,
-                low: stats.p10.max(-0.95),
-                high: stats.p90,
-                median_abs: stats.median_abs,
-                source: source.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// `hardware/bands.toml` text for `bands`.
-pub fn bands_toml(bands: &[crate::catalog::band::ErrorBand]) -> String {
-    let mut text = String::from(
-        "# How wrong predicted C* may be, per model class, engine profile and step-time basis: the\n\
-         # 10th and 90th percentile of (predicted − measured) / measured C* over held-out sweeps of public\n\
-         # measurements. Written by `capplan validate --write-bands hardware/bands.toml`; predictions\n\
-         # show the range the measured C* is expected in with 80 % odds.\n",
-    );
-    for band in bands {
-        text.push_str(&format!(
-            "\n[[band]]\nmodels = \"{}\"\nengine = \"{}\"\nbasis = \"{}\"\nn = {}\nlow = {:.4}\nhigh = {:.4}\nmedian_abs = {:.4}\nsource = \"{}\"\n",
-            band.models, band.engine, band.basis, band.n, band.low, band.high, band.median_abs, band.source
-        ));
-    }
-    text
 }
 
 /// Predicts and scores one source, with `overrides` replacing catalog engine profiles.
