@@ -47,6 +47,11 @@ fn dense() -> String {
     DENSE.into()
 }
 
+/// The fewest held-out C* errors a band at 80 % is read from (a split-conformal interval of
+/// fewer would have no upper end; see `validate::bands`): a group with fewer has no band of its
+/// own, and its predictions take a related one.
+pub const MIN_BAND_SWEEPS: usize = 9;
+
 /// The model classes bands are kept per.
 pub const DENSE: &str = "dense";
 pub const MIXTURE: &str = "mixture of experts";
@@ -89,7 +94,7 @@ pub fn c_star_range(
     }
     band_for(bands, engine, basis_class(basis)).map(|(band, why)| {
         let why = format!(
-            "no {models} C* errors measured: the {} models' band{}",
+            "no {models} band (fewer than {MIN_BAND_SWEEPS} held-out sweeps): the {} models' band{}",
             band.models,
             why.map(|w| format!(" ({w})")).unwrap_or_default()
         );
@@ -128,7 +133,7 @@ pub fn band_for<'a>(
         return Some((
             band,
             Some(format!(
-                "no {engine} C* errors measured on {basis}: the band of {} (another release of \
+                "no {engine} band on {basis} (fewer than {MIN_BAND_SWEEPS} held-out sweeps): the band of {} (another release of \
                  the same engine)",
                 band.engine
             )),
@@ -138,14 +143,14 @@ pub fn band_for<'a>(
         return Some((
             band,
             Some(format!(
-                "no {engine} errors measured on {basis}: the widest {basis} band ({})",
+                "no {engine} band on {basis} (fewer than {MIN_BAND_SWEEPS} held-out sweeps): the widest {basis} band ({})",
                 band.engine
             )),
         ));
     }
     widest(bands.iter().collect()).map(|band| {
         let why = format!(
-            "no {basis} errors measured: the widest band there is ({}, {})",
+            "no {basis} band (fewer than {MIN_BAND_SWEEPS} held-out sweeps): the widest band there is ({}, {})",
             band.engine, band.basis
         );
         (band, Some(why))
@@ -223,7 +228,7 @@ mod tests {
         assert!(why.unwrap().contains("another release"));
         let (fallback, why) = band_for(&bands, "tgi", "measured operators").unwrap();
         assert_eq!(fallback.engine, "sglang");
-        assert!(why.unwrap().contains("no tgi errors"));
+        assert!(why.unwrap().contains("no tgi band"));
         assert!(band_for(&[], "vllm", "roofline").is_none());
     }
 }

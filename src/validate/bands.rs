@@ -25,9 +25,7 @@ use crate::catalog::band::ErrorBand;
 /// The odds a band is built for.
 pub const BAND_COVERAGE: f64 = 0.8;
 
-/// The fewest errors a split-conformal interval at [`BAND_COVERAGE`] can be read from: below
-/// it, ⌈0.9 (n + 1)⌉ exceeds n and the upper end would be unbounded.
-pub const MIN_BAND_SWEEPS: usize = 9;
+pub use crate::catalog::band::MIN_BAND_SWEEPS;
 
 /// The 1-based ranks of the band's ends among `n` sorted errors, if `n` can carry a band.
 fn conformal_ranks(n: usize) -> Option<(usize, usize)> {
@@ -226,6 +224,11 @@ mod tests {
 
     #[test]
     fn conformal_ranks_widen_small_samples_and_refuse_too_few() {
+        // The catalog's minimum is the first n whose upper rank ⌈0.9 (n + 1)⌉ is at most n.
+        assert_eq!(
+            (1..100).find(|&n| conformal_ranks(n).is_some()),
+            Some(MIN_BAND_SWEEPS)
+        );
         // Nine errors: ranks ⌊1.0⌋ = 1 and ⌈9.0⌉ = 9, the extremes.
         assert_eq!(conformal_ranks(9), Some((1, 9)));
         assert_eq!(conformal_ranks(8), None);
