@@ -433,7 +433,8 @@ impl Report for ValidationReport {
                     "C* bands, leave one deployment out: how often the band built from a group's \
                      other deployments held the C* error of a held-out sweep (both SLOs) — the \
                      split-conformal 80 % band `--write-bands` writes, and the 10th–90th \
-                     percentile band beside it"
+                     percentile band beside it; per sweep, and per deployment averaged over the \
+                     deployments"
                         .into(),
                 ),
                 headers: [
@@ -443,7 +444,9 @@ impl Report for ValidationReport {
                     "sweeps",
                     "deployments",
                     "80 % band held",
+                    "per deployment",
                     "percentile band held",
+                    "per deployment",
                 ]
                 .map(String::from)
                 .to_vec(),
@@ -458,7 +461,9 @@ impl Report for ValidationReport {
                             c.sweeps.to_string(),
                             c.deployments.to_string(),
                             pct(c.covered),
+                            pct(c.covered_per_deployment),
                             pct(c.covered_by_percentiles),
+                            pct(c.covered_by_percentiles_per_deployment),
                         ]
                     })
                     .collect(),

@@ -73,10 +73,8 @@ fn is_count(text: &str) -> bool {
 
 /// The held-out sweeps a band rests on, grouped by (model class, engine, basis): every SLO and
 /// every bracket, disaggregated deployments left out (their C* is not an instance's).
-fn held_out_groups<'a>(
-    scores: &[&'a SourceScore],
-) -> BTreeMap<(String, String, String), Vec<&'a SweepCStar>> {
-    let mut groups: BTreeMap<(String, String, String), Vec<&SweepCStar>> = BTreeMap::new();
+fn held_out_groups<'a>(scores: &[&'a SourceScore]) -> BTreeMap<Group, Vec<&'a SweepCStar>> {
+    let mut groups: BTreeMap<Group, Vec<&SweepCStar>> = BTreeMap::new();
     for score in scores
         .iter()
         .filter(|s| s.model_class != silicon::DISAGGREGATED_CLASS)
@@ -133,21 +131,33 @@ pub struct BandCoverage {
     /// Share of those sweeps whose C* error fell inside the band built, as the shipped ones
     /// are, from the group's other deployments.
     pub covered: f64,
-    /// The same with bands of the 10th and 90th percentile.
+    /// The same share taken per deployment and averaged over the deployments, so that one
+    /// measured at many lengths counts once.
+    pub covered_per_deployment: f64,
+    /// The same with bands of the 10th and 90th percentile, per sweep and per deployment.
     pub covered_by_percentiles: f64,
+    pub covered_by_percentiles_per_deployment: f64,
+}
+
+/// A band's group: model class, engine profile, basis class.
+type Group = (String, String, String);
+
+/// One held-out sweep tested against the bands built without its deployment.
+struct Tested<'a> {
+    deployment: String,
+    group: &'a Group,
+    conformal: bool,
+    percentiles: bool,
 }
 
 /// Leave one deployment out: each held-out sweep's C* error against the band built from its
 /// group's other deployments (both rules), per group and, last, over every group (`models`
 /// and `engine` "all"). Groups with too few other sweeps for a band are not scored.
 pub fn coverage(scores: &[&SourceScore]) -> Vec<BandCoverage> {
-    let mut out = Vec::new();
-    let (mut all, mut all_covered, mut all_percentiles) = (0usize, 0usize, 0usize);
-    let mut all_deployments = 0usize;
-    for ((models, engine, basis), sweeps) in held_out_groups(scores) {
+    let groups = held_out_groups(scores);
+    let mut tested: Vec<Tested> = Vec::new();
+    for (group, sweeps) in &groups {
         let deployments: Vec<String> = sweeps.iter().map(|s| deployment_of(&s.sweep)).collect();
-        let (mut scored, mut covered, mut by_percentiles) = (0usize, 0usize, 0usize);
-        let mut scored_deployments = std::collections::BTreeSet::new();
         for (sweep, deployment) in sweeps.iter().zip(&deployments) {
             let others: Vec<f64> = sweeps
                 .iter()
@@ -162,40 +172,63 @@ pub fn coverage(scores: &[&SourceScore]) -> Vec<BandCoverage> {
             };
             let inside =
                 |(low, high): (f64, f64)| low.max(-0.95) <= sweep.error && sweep.error <= high;
-            scored += 1;
-            covered += usize::from(inside(band));
-            by_percentiles += usize::from(inside(percentiles));
-            scored_deployments.insert(deployment.as_str());
+            tested.push(Tested {
+                deployment: deployment.clone(),
+                group,
+                conformal: inside(band),
+                percentiles: inside(percentiles),
+            });
         }
-        if scored == 0 {
-            continue;
-        }
-        all += scored;
-        all_covered += covered;
-        all_percentiles += by_percentiles;
-        all_deployments += scored_deployments.len();
-        out.push(BandCoverage {
-            models,
-            engine,
-            basis,
-            sweeps: scored,
-            deployments: scored_deployments.len(),
-            covered: covered as f64 / scored as f64,
-            covered_by_percentiles: by_percentiles as f64 / scored as f64,
-        });
     }
-    if all > 0 {
-        out.push(BandCoverage {
-            models: "all".into(),
-            engine: "all".into(),
-            basis: "all".into(),
-            sweeps: all,
-            deployments: all_deployments,
-            covered: all_covered as f64 / all as f64,
-            covered_by_percentiles: all_percentiles as f64 / all as f64,
-        });
-    }
+    let mut out: Vec<BandCoverage> = groups
+        .keys()
+        .filter_map(|group| {
+            let mine: Vec<&Tested> = tested.iter().filter(|t| t.group == group).collect();
+            let (models, engine, basis) = group.clone();
+            summarise(&mine, models, engine, basis)
+        })
+        .collect();
+    let every: Vec<&Tested> = tested.iter().collect();
+    out.extend(summarise(&every, "all".into(), "all".into(), "all".into()));
     out
+}
+
+/// The coverage of `tested` per sweep and per deployment; `None` when nothing was tested.
+fn summarise(
+    tested: &[&Tested],
+    models: String,
+    engine: String,
+    basis: String,
+) -> Option<BandCoverage> {
+    if tested.is_empty() {
+        return None;
+    }
+    let share = |pick: fn(&Tested) -> bool, of: &[&Tested]| {
+        of.iter().filter(|t| pick(t)).count() as f64 / of.len() as f64
+    };
+    // A deployment is named within its group: two groups' sweeps of one deployment (the same
+    // run timed on measured operators and on the roofline) are two deployments here.
+    let mut by_deployment: BTreeMap<(&Group, &str), Vec<&Tested>> = BTreeMap::new();
+    for t in tested {
+        by_deployment
+            .entry((t.group, t.deployment.as_str()))
+            .or_default()
+            .push(t);
+    }
+    let per_deployment = |pick: fn(&Tested) -> bool| {
+        by_deployment.values().map(|d| share(pick, d)).sum::<f64>() / by_deployment.len() as f64
+    };
+    Some(BandCoverage {
+        models,
+        engine,
+        basis,
+        sweeps: tested.len(),
+        deployments: by_deployment.len(),
+        covered: share(|t| t.conformal, tested),
+        covered_per_deployment: per_deployment(|t| t.conformal),
+        covered_by_percentiles: share(|t| t.percentiles, tested),
+        covered_by_percentiles_per_deployment: per_deployment(|t| t.percentiles),
+    })
 }
 
 /// `hardware/bands.toml` text for `bands`.
@@ -263,6 +296,33 @@ mod tests {
             );
             assert!(exact >= BAND_COVERAGE);
         }
+    }
+
+    #[test]
+    fn coverage_per_deployment_counts_each_deployment_once() {
+        // Deployment a: three sweeps, all inside the conformal band; b: one, outside both.
+        let group: Group = ("dense".into(), "vllm".into(), "measured operators".into());
+        let tested = |deployment: &str, conformal: bool, percentiles: bool| Tested {
+            deployment: deployment.into(),
+            group: &group,
+            conformal,
+            percentiles,
+        };
+        let all = [
+            tested("a", true, true),
+            tested("a", true, false),
+            tested("a", true, true),
+            tested("b", false, false),
+        ];
+        let refs: Vec<&Tested> = all.iter().collect();
+        let c = summarise(&refs, "m".into(), "e".into(), "b".into()).expect("tested");
+        assert_eq!((c.sweeps, c.deployments), (4, 2));
+        assert!((c.covered - 0.75).abs() < 1e-12);
+        assert!((c.covered_per_deployment - 0.5).abs() < 1e-12);
+        assert!((c.covered_by_percentiles - 0.5).abs() < 1e-12);
+        // a: 2 of 3, b: 0 of 1.
+        assert!((c.covered_by_percentiles_per_deployment - 1.0 / 3.0).abs() < 1e-12);
+        assert!(summarise(&[], "m".into(), "e".into(), "b".into()).is_none());
     }
 
     #[test]
