@@ -262,8 +262,8 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
         .chain(roofline_twins)
         .map(|source| score_source(catalog, source, &overrides, args.details))
         .collect();
+    let scored: Vec<&capplan::validate::SourceScore> = sources.iter().collect();
     if let Some(path) = &args.write_bands {
-        let scored: Vec<&capplan::validate::SourceScore> = sources.iter().collect();
         let bands = capplan::validate::bands(
             &scored,
             "held-out sweeps of the public tables in tests/fixtures/validation, `capplan validate`",
@@ -281,7 +281,6 @@ pub fn run(catalog: &Catalog, args: &ValidateArgs) -> anyhow::Result<ValidationR
     } else {
         None
     };
-    let scored: Vec<&capplan::validate::SourceScore> = sources.iter().collect();
     let band_coverage = capplan::validate::bands::coverage(&scored);
     Ok(ValidationReport {
         fitted,

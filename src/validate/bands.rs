@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::cstar::SweepCStar;
+use super::score::ErrorStats;
 use super::{silicon, SourceScore};
 use crate::catalog::band::ErrorBand;
 
@@ -47,11 +48,11 @@ pub fn conformal_interval(errors: &[f64]) -> Option<(f64, f64)> {
 /// The 10th and 90th percentile of `errors`: the rule the bands followed before, kept to show
 /// what it covers.
 fn percentile_interval(errors: &[f64]) -> Option<(f64, f64)> {
-    let mut sorted = errors.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let q = crate::stats::quantile_sorted;
-    (!sorted.is_empty()).then(|| (q(&sorted, 0.1), q(&sorted, 0.9)))
+    ErrorStats::of(errors).map(|stats| (stats.p10, stats.p90))
 }
+
+/// The lowest a band's lower end goes: an error of −100 % (predicted nothing) bounds nothing.
+const LOWEST_ERROR: f64 = -0.95;
 
 /// The deployment a sweep measured: its name without the prompt and output lengths (every
 /// source names a sweep's lengths as one `INxOUT` field).
@@ -103,16 +104,15 @@ pub fn bands(scores: &[&SourceScore], source: &str) -> Vec<ErrorBand> {
         .filter_map(|((models, engine, basis), sweeps)| {
             let errors: Vec<f64> = sweeps.iter().map(|s| s.error).collect();
             let (low, high) = conformal_interval(&errors)?;
-            let mut abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
-            abs.sort_by(f64::total_cmp);
+            let stats = ErrorStats::of(&errors)?;
             Some(ErrorBand {
                 models,
                 engine,
                 basis,
-                n: errors.len(),
-                low: low.max(-0.95),
+                n: stats.n,
+                low: low.max(LOWEST_ERROR),
                 high,
-                median_abs: crate::stats::quantile_sorted(&abs, 0.5),
+                median_abs: stats.median_abs,
                 source: source.to_string(),
             })
         })
@@ -170,8 +170,9 @@ pub fn coverage(scores: &[&SourceScore]) -> Vec<BandCoverage> {
             else {
                 continue;
             };
-            let inside =
-                |(low, high): (f64, f64)| low.max(-0.95) <= sweep.error && sweep.error <= high;
+            let inside = |(low, high): (f64, f64)| {
+                low.max(LOWEST_ERROR) <= sweep.error && sweep.error <= high
+            };
             tested.push(Tested {
                 deployment: deployment.clone(),
                 group,
@@ -233,11 +234,11 @@ fn summarise(
 
 /// `hardware/bands.toml` text for `bands`.
 pub fn bands_toml(bands: &[ErrorBand]) -> String {
-    let mut text = String::from(
+    let mut text = format!(
         "# How wrong predicted C* may be, per model class, engine profile and step-time basis: the\n\
          # split-conformal 80 % interval of (predicted − measured) / measured C* over held-out sweeps\n\
          # of public measurements (of n sorted errors, the floor(0.1 (n + 1))-th and the\n\
-         # ceil(0.9 (n + 1))-th; groups of fewer than 9 get none). Written by `capplan validate\n\
+         # ceil(0.9 (n + 1))-th; groups of fewer than {MIN_BAND_SWEEPS} get none). Written by `capplan validate\n\
          # --write-bands hardware/bands.toml`; predictions show the range the measured C* is\n\
          # expected in with 80 % odds, and `capplan validate` prints how often these bands held for\n\
          # deployments left out of them.\n",

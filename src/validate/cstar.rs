@@ -61,9 +61,6 @@ pub struct CStarScore {
     /// The median over the sweeps of [`SweepCStar::slope`]: below about 0.3 the binding
     /// statistic is flat enough near C* to multiply a latency error several times over.
     pub median_slope: Option<f64>,
-    /// Every sweep's error (for error bands).
-    #[serde(skip)]
-    pub errors: Vec<f64>,
 }
 
 /// C* of a curve of (load, mean TTFT, mean TPOT) sorted by load.
@@ -375,7 +372,6 @@ pub fn score(sweeps: &[SweepCStar]) -> Vec<CStarScore> {
                     .count(),
                 median_slope: (!slopes.is_empty())
                     .then(|| crate::stats::quantile_sorted(&slopes, 0.5)),
-                errors,
             });
         }
     }
@@ -483,7 +479,8 @@ mod tests {
             .find(|c| c.slo.starts_with("interactive"))
             .expect("scored");
         assert_eq!(interactive.sweeps, 1);
-        assert_eq!(interactive.errors, vec![sweep.error]);
+        let stats = interactive.stats.expect("one error");
+        assert_eq!((stats.n, stats.median), (1, sweep.error));
         assert_eq!(interactive.median_slope, Some(slope));
         // The prediction's own curve is nearly as flat around its C*: from 10 to 25 users its
         // binding ratio goes from 0.896 (TPOT 22.4 ms) to 1.04 (TTFT 0.52 s), a slope of
