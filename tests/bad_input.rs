@@ -402,6 +402,16 @@ fn a_zero_token_budget_in_the_grid_is_refused() {
     );
 }
 
+/// A decode block streaming more than the card's whole memory bandwidth: exit 2, naming it.
+#[test]
+fn a_block_stream_share_above_one_is_refused() {
+    engines_line_is_refused(
+        "bad-block-stream-share",
+        ("block_stream_share", "block_stream_share = 1.5"),
+        &["engines.toml", "trtllm-0.x", "block_stream_share", "1.5"],
+    );
+}
+
 /// A negative count of grouped-query decode re-reads in an engines.toml override: exit 2,
 /// naming it.
 #[test]

@@ -33,6 +33,15 @@ pub struct GroupedDecodeKernels {
     /// rather than the L2 cache: with g of them, g / (g + h) do. 0 reads each KV head once per
     /// query head; the larger h, the more the L2 cache catches.
     pub reread_half_group: f64,
+    /// Share of the card's memory bandwidth one decode thread block streams a KV head at,
+    /// when the kernels run without multi-block mode (an engine-build option of TensorRT-LLM 0.x, off by default):
+    /// then XQA launches one block per KV head per sequence, and masked MHA one per query
+    /// head, and each block streams its sequence's whole history alone. A few sequences
+    /// leave most of the GPU idle and a step's attention takes at least one block's stream of
+    /// the history, however little the batch reads in all. 0 (the default): the kernels split
+    /// long histories over several blocks, as flash-decoding does, and no such floor exists.
+    #[serde(default)]
+    pub block_stream_share: f64,
     /// Where the kernel list comes from, and what the share was fitted on.
     pub source: String,
 }
@@ -69,6 +78,22 @@ impl GroupedDecodeKernels {
         }
     }
 
+    /// One block's stream of a decode history, where the kernels run one block per KV head
+    /// per sequence (`block_stream_share` above 0): the KV heads each card holds of `model` on
+    /// `tp` cards, and the bytes per second one block reads on a card of `hbm_gbs`. `None` for
+    /// kernels that split histories, and for latent attention (kernels of its own).
+    pub fn block_stream(&self, model: &Model, tp: u32, hbm_gbs: f64) -> Option<BlockStream> {
+        if self.block_stream_share <= 0.0 || model.latent().is_some() {
+            return None;
+        }
+        // Fewer KV heads than cards: each card keeps a copy of one.
+        let kv_heads = (f64::from(model.kv_heads) / f64::from(tp.max(1))).max(1.0);
+        Some(BlockStream {
+            kv_heads_per_card: kv_heads,
+            bytes_per_s: self.block_stream_share * hbm_gbs * 1e9,
+        })
+    }
+
     /// The share of `group` re-reads per KV head that reaches memory: g / (g + h).
     pub fn reread_share(&self, group: f64) -> f64 {
         let half = self.reread_half_group.max(0.0);
@@ -78,6 +103,17 @@ impl GroupedDecodeKernels {
             group / (group + half)
         }
     }
+}
+
+/// How a decode kernel that runs one thread block per KV head per sequence reads: a step's
+/// attention lasts at least one block's stream of the history (see
+/// [`GroupedDecodeKernels::block_stream_share`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BlockStream {
+    /// KV heads on one card: a block streams this share of a position's cached bytes.
+    pub kv_heads_per_card: f64,
+    /// Bytes per second one block reads.
+    pub bytes_per_s: f64,
 }
 
 #[cfg(test)]
@@ -90,8 +126,36 @@ mod tests {
             head_dims: vec![128, 256],
             query_heads_per_kv: vec![8],
             reread_half_group: half_group,
+            block_stream_share: 0.0,
             source: "test".into(),
         }
+    }
+
+    /// The stream is per KV head on a card (at least one: a card of a TP wider than the KV
+    /// heads keeps a copy of one), at the share of the card's bandwidth; kernels that split
+    /// histories, and latent attention, have none.
+    #[test]
+    fn a_block_streams_one_kv_head_at_its_share_of_the_bandwidth() {
+        let catalog = Catalog::shipped().unwrap();
+        let model = |name: &str| catalog.model(name).unwrap();
+        assert_eq!(
+            xqa_0x(3.0).block_stream(model("llama-2-70b"), 8, 2039.0),
+            None
+        );
+        let kernels = GroupedDecodeKernels {
+            block_stream_share: 0.015,
+            ..xqa_0x(3.0)
+        };
+        let stream = kernels
+            .block_stream(model("llama-2-70b"), 4, 2039.0)
+            .unwrap();
+        assert_eq!(stream.kv_heads_per_card, 2.0);
+        assert!((stream.bytes_per_s - 0.015 * 2039e9).abs() < 1.0);
+        let stream = kernels
+            .block_stream(model("llama-2-70b"), 16, 2039.0)
+            .unwrap();
+        assert_eq!(stream.kv_heads_per_card, 1.0);
+        assert_eq!(kernels.block_stream(model("deepseek-v3"), 8, 4800.0), None);
     }
 
     #[test]

@@ -343,6 +343,12 @@ fn check_engine(engine: &EngineProfile, source: &Source) -> Result<(), InputErro
                 "grouped_decode.reread_half_group is a number of re-reads per KV head (≥ 0), got {half}"
             )));
         }
+        let share = kernels.block_stream_share;
+        if !(share.is_finite() && (0.0..=1.0).contains(&share)) {
+            return Err(invalid(format!(
+                "grouped_decode.block_stream_share is a share of the card's memory bandwidth (0 to 1), got {share}"
+            )));
+        }
         if kernels.head_dims.is_empty() || kernels.query_heads_per_kv.is_empty() {
             return Err(invalid(
                 "grouped_decode needs the head_dims and query_heads_per_kv its kernel was built for"

@@ -14,7 +14,7 @@ pub mod operators;
 pub mod parallelism;
 
 pub use card::{Card, EfficiencyOverrides};
-pub use decode_kernels::GroupedDecodeKernels;
+pub use decode_kernels::{BlockStream, GroupedDecodeKernels};
 pub use dtype::Dtype;
 pub use engine::{
     ActivationScales, Admission, EngineProfile, KvReservation, LargeCardDefaults, StepMix,

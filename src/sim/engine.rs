@@ -829,6 +829,7 @@ mod tests {
             weight_bytes_per_param: 0.0,
             kv_bytes_per_position_per_card: 0.0,
             decode_kv_reads: 1.0,
+            decode_block_stream: None,
             peak_flops: 1.0,
             hbm_bytes_per_s: 1.0,
             link_bytes_per_s: 1.0,

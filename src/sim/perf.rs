@@ -25,7 +25,7 @@ use serde::Serialize;
 use super::fabric::Fabric;
 use super::operator_step::OperatorStep;
 use super::step_parts::{Roofline, StepParts};
-use crate::catalog::{Card, Dtype, Model, Node, Parallelism};
+use crate::catalog::{BlockStream, Card, Dtype, Model, Node, Parallelism};
 
 /// The share of peak HBM bandwidth the engines' fused mixture-of-experts kernels reach while
 /// streaming expert weights in decode steps: the median over every measured fused-MoE timing
@@ -236,6 +236,10 @@ pub struct PerfModel {
     /// Reads of each cached position per decode step (1 unless the engine lacks a grouped-query
     /// kernel for the layout: see `GroupedDecodeKernels`).
     pub decode_kv_reads: f64,
+    /// Where the decode kernel runs one thread block per KV head per sequence, how one block
+    /// streams a history (a floor under a decode step's attention); `None` where it splits
+    /// histories.
+    pub decode_block_stream: Option<BlockStream>,
     /// Per card, FLOP/s and bytes/s.
     pub peak_flops: f64,
     pub hbm_bytes_per_s: f64,
@@ -332,6 +336,7 @@ impl PerfModel {
                 .kv_bytes_per_token(kv_dtype.bytes(), tp, model.default_context())
                 .1,
             decode_kv_reads: 1.0,
+            decode_block_stream: None,
             peak_flops: peak_tflops * 1e12,
             hbm_bytes_per_s: card.hbm_bandwidth_gbs * 1e9,
             link_bytes_per_s: link_gbs * 1e9 / 2.0,
@@ -360,6 +365,37 @@ impl PerfModel {
             .take()
             .map(|step| step.with_decode_kv_reads(self.decode_kv_reads));
         self
+    }
+
+    /// The same model decoding with a kernel whose blocks each stream one KV head of one
+    /// sequence (`None`: a kernel that splits histories).
+    pub fn with_decode_block_stream(mut self, stream: Option<BlockStream>) -> PerfModel {
+        self.decode_block_stream = stream;
+        self
+    }
+
+    /// What a step's decode attention waits beyond reading its KV at the card's memory
+    /// bandwidth, where each block streams one KV head of one sequence alone: one block's
+    /// stream of a history (the decoding sequences' mean: the simulation keeps their sum, not
+    /// their longest) less the bandwidth-bound read of them all. A handful of sequences at a
+    /// long history pay it in full; a batch large enough to occupy the GPU pays none.
+    fn decode_block_wait_s(&self, work: &StepWork) -> f64 {
+        let Some(stream) = self.decode_block_stream else {
+            return 0.0;
+        };
+        if work.decode_sequences <= 0.0 || stream.bytes_per_s <= 0.0 {
+            return 0.0;
+        }
+        let history = work.decode_positions / work.decode_sequences;
+        let one_block = history * self.kv_bytes_per_position_per_card
+            / stream.kv_heads_per_card.max(1.0)
+            / stream.bytes_per_s;
+        let dp = f64::from(self.parallel.dp.max(1));
+        let all =
+            self.kv_bytes_per_position_per_card * work.decode_positions * self.decode_kv_reads
+                / dp
+                / (self.hbm_bytes_per_s * self.efficiency.memory);
+        (one_block - all).max(0.0)
     }
 
     /// Times kernels from `operators` instead of the roofline; decode-only steps run as CUDA
@@ -521,7 +557,7 @@ impl PerfModel {
             let overhead = self.overhead_s(work, graph.is_none());
             return StepParts {
                 weights: kernels.gemm * scale,
-                attention: kernels.attention * scale,
+                attention: kernels.attention * scale + self.decode_block_wait_s(work),
                 elementwise: kernels.other * scale,
                 roofline: None,
                 communication: kernels.communication * scale,
@@ -547,7 +583,8 @@ impl PerfModel {
         // Routed experts stream at the share of bandwidth measured fused-MoE kernels reach,
         // never above the card's own memory efficiency.
         let memory = bytes / (self.hbm_bytes_per_s * eff.memory)
-            + experts / (self.hbm_bytes_per_s * eff.memory.min(EXPERT_STREAM_SHARE));
+            + experts / (self.hbm_bytes_per_s * eff.memory.min(EXPERT_STREAM_SHARE))
+            + self.decode_block_wait_s(work);
         let mut communication = if self.tp > 1 {
             let all_reduce = |message: f64| {
                 2.0 * tp.log2() * eff.link_latency_us * 1e-6
@@ -705,6 +742,37 @@ mod tests {
         assert_eq!(t.communication, 0.0);
         assert!((t.overhead - 2.01e-3).abs() < 1e-12);
         assert!((t.total - (t.memory + 2.01e-3)).abs() < 1e-12);
+    }
+
+    /// A decode kernel whose blocks each stream one KV head of one sequence: llama-13b has
+    /// 40 KV heads on one card, 819 200 B per position, so one block reads 20 480 B a
+    /// position. At 1 % of 2039e9 B/s (20.39e9 B/s) a history of 4 000 positions takes
+    /// 4000 × 20 480 / 20.39e9 = 4.0176 ms to stream, where the bandwidth-bound read of it
+    /// all takes 4000 × 819 200 / (2039e9 × 0.8) = 2.0088 ms: the step waits the difference.
+    /// Eight such sequences read 16.07 ms at the card's bandwidth, past one block's stream:
+    /// no wait. Without the stream (a kernel that splits histories) there is none either.
+    #[test]
+    fn one_block_per_kv_head_floors_a_few_long_histories() {
+        let plain = a100_13b(1, "nvlink");
+        let blocks = a100_13b(1, "nvlink").with_decode_block_stream(Some(BlockStream {
+            kv_heads_per_card: 40.0,
+            bytes_per_s: 0.01 * 2039e9,
+        }));
+        let decode = |sequences: f64| {
+            let mut work = StepWork::default();
+            work.add_decode(sequences, sequences * 3999.0);
+            work
+        };
+        let wait = 4000.0 * 20_480.0 / (0.01 * 2039e9) - 4000.0 * 819_200.0 / (2039e9 * 0.8);
+        let one = decode(1.0);
+        assert!((blocks.decode_block_wait_s(&one) - wait).abs() < 1e-9);
+        assert!((blocks.step_time(&one).memory - plain.step_time(&one).memory - wait).abs() < 1e-9);
+        assert_eq!(blocks.decode_block_wait_s(&decode(8.0)), 0.0);
+        assert_eq!(plain.decode_block_wait_s(&one), 0.0);
+        // A prompt-only step decodes nothing and waits for no block.
+        let mut prompt = StepWork::default();
+        prompt.add_prefill_chunk(0.0, 512.0);
+        assert_eq!(blocks.decode_block_wait_s(&prompt), 0.0);
     }
 
     #[test]

@@ -441,12 +441,17 @@ pub fn engine_for(
     // An engine without a grouped-query decode kernel for this shape streams each KV head
     // once per query head (what the L2 cache does not catch of it); the operator step set
     // below takes the same reads from the perf model.
-    perf = perf.with_decode_kv_reads(
-        calibration
-            .grouped_decode
-            .as_ref()
-            .map_or(1.0, |kernels| kernels.kv_reads(layout.model, layout.tp)),
-    );
+    perf = perf
+        .with_decode_kv_reads(
+            calibration
+                .grouped_decode
+                .as_ref()
+                .map_or(1.0, |kernels| kernels.kv_reads(layout.model, layout.tp)),
+        )
+        // Without multi-block mode each decode block streams one KV head of one sequence alone.
+        .with_decode_block_stream(calibration.grouped_decode.as_ref().and_then(|kernels| {
+            kernels.block_stream(layout.model, layout.tp, layout.card.hbm_bandwidth_gbs)
+        }));
     if let Some(tables) = &calibration.operators {
         // Tables that cannot time this model (a dtype or head size they were not measured
         // at, a kind of layer they hold no kernels for) leave the roofline in place; the
