@@ -317,3 +317,30 @@ fn a_prediction_says_how_far_a_latency_error_moves_c_star() {
         table.stdout
     );
 }
+
+/// A profile whose decode kernels lack some shapes and multi-block mode (TensorRT-LLM 0.x)
+/// says so under the step-time basis, with the share of bandwidth a block streams at; the
+/// default profile, whose kernels split histories, prints no such line.
+#[test]
+fn a_profile_without_multi_block_mode_says_what_its_decode_kernels_do() {
+    let text = |extra: &[&str]| {
+        let mut args = LAYOUT[..7].to_vec();
+        args.extend(["--tpot", "50ms"]);
+        args.extend(extra);
+        let run = capplan(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+    };
+    let old = text(&["--engine", "trtllm-0.x"]);
+    let line = old
+        .lines()
+        .find(|l| l.starts_with("Decode attention:"))
+        .unwrap_or_else(|| panic!("no decode attention line:\n{old}"));
+    assert!(line.contains("no multi-block mode"), "{line}");
+    assert!(
+        line.contains("1.5 % of the card's memory bandwidth"),
+        "{line}"
+    );
+    assert!(line.contains("8 query heads per KV head"), "{line}");
+    assert!(!text(&[]).contains("Decode attention:"));
+}

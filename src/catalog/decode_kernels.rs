@@ -94,6 +94,35 @@ impl GroupedDecodeKernels {
         })
     }
 
+    /// In words, for a prediction's heading: which shapes have the grouped kernel, what the
+    /// others re-read, and the single-block floor where there is one.
+    pub fn describe(&self) -> String {
+        let list = |values: &[u32]| {
+            values
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(" or ")
+        };
+        let mut text = format!(
+            "a grouped-query kernel for {}-wide heads at {} query heads per KV head only; \
+             other shapes use masked multi-head attention, which reads each KV head once per \
+             query head (half of a KV head's re-reads miss the L2 cache once there are {:.2})",
+            list(&self.head_dims),
+            list(&self.query_heads_per_kv),
+            self.reread_half_group,
+        );
+        if self.block_stream_share > 0.0 {
+            text.push_str(&format!(
+                "; one thread block per KV head per sequence (no multi-block mode), so a decode \
+                 step lasts at least one block's stream of the history, at {:.1} % of the card's \
+                 memory bandwidth",
+                100.0 * self.block_stream_share
+            ));
+        }
+        text
+    }
+
     /// The share of `group` re-reads per KV head that reaches memory: g / (g + h).
     pub fn reread_share(&self, group: f64) -> f64 {
         let half = self.reread_half_group.max(0.0);

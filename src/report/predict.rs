@@ -64,6 +64,11 @@ impl Report for Prediction {
             format!("Step times: {}.", self.basis),
         ];
         let mut heading = heading;
+        // The engine's decode kernels, where it lacks some (TensorRT-LLM before 1.0): what a
+        // long history or an uncovered head shape costs rests on them.
+        if let Some(kernels) = &self.calibration.grouped_decode {
+            heading.push(format!("Decode attention: {}.", kernels.describe()));
+        }
         if let Some(how) = self.measured_as.describe() {
             heading.push(how);
         }
