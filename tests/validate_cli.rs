@@ -415,12 +415,11 @@ fn a_long_history_decodes_slower_without_multi_block_mode() {
         median(errors)
     };
     let shipped = shortfall(None);
-    let hardware = common::scratch("no-block-stream");
-    std::fs::write(
-        hardware.path().join("engines.toml"),
-        common::shipped_engines_with("block_stream_share", "block_stream_share = 0.0"),
-    )
-    .unwrap();
+    let hardware = common::scratch_engines_with(
+        "no-block-stream",
+        "block_stream_share",
+        "block_stream_share = 0.0",
+    );
     let without = shortfall(hardware.path().to_str());
     assert!(without < -0.12, "without the floor: {without}");
     assert!(
@@ -432,12 +431,7 @@ fn a_long_history_decodes_slower_without_multi_block_mode() {
 /// `validate --fit` (JSON) with one line of the shipped engines.toml replaced, in a scratch
 /// catalog named `scratch`: the first engine's fitted overheads.
 fn fitted_with(scratch: &str, (key, line): (&str, &str), args: &[&str]) -> Value {
-    let hardware = common::scratch(scratch);
-    std::fs::write(
-        hardware.path().join("engines.toml"),
-        common::shipped_engines_with(key, line),
-    )
-    .unwrap();
+    let hardware = common::scratch_engines_with(scratch, key, line);
     let folder = hardware.path().to_str().unwrap();
     let mut command = vec![
         "validate",
@@ -548,12 +542,8 @@ fn vllm_constant_refitted(key: &str, source: &str, stage: &str, tolerance: f64) 
         .as_f64()
         .unwrap_or_else(|| panic!("vllm's {key}"));
     assert!(shipped > 0.0);
-    let hardware = common::scratch(&format!("{stage}-fit"));
-    std::fs::write(
-        hardware.path().join("engines.toml"),
-        common::shipped_engines_with(key, &format!("{key} = 0.0")),
-    )
-    .unwrap();
+    let hardware =
+        common::scratch_engines_with(&format!("{stage}-fit"), key, &format!("{key} = 0.0"));
     let run = capplan(&[
         "validate",
         "--hardware",

@@ -34,9 +34,9 @@ pub struct GroupedDecodeKernels {
     /// query head; the larger h, the more the L2 cache catches.
     pub reread_half_group: f64,
     /// Share of the card's memory bandwidth one decode thread block streams a KV head at,
-    /// when the kernels run without multi-block mode (an engine-build option of TensorRT-LLM 0.x, off by default):
-    /// then XQA launches one block per KV head per sequence, and masked MHA one per query
-    /// head, and each block streams its sequence's whole history alone. A few sequences
+    /// when the kernels run without multi-block mode (an engine-build option of TensorRT-LLM
+    /// 0.x, off by default): then XQA launches one block per KV head per sequence, and masked
+    /// MHA one per query head, and each block streams its sequence's whole history alone. A few sequences
     /// leave most of the GPU idle and a step's attention takes at least one block's stream of
     /// the history, however little the batch reads in all. 0 (the default): the kernels split
     /// long histories over several blocks, as flash-decoding does, and no such floor exists.
@@ -65,11 +65,8 @@ impl GroupedDecodeKernels {
         if model.latent().is_some() {
             return 1.0;
         }
-        let tp = f64::from(tp.max(1));
-        let query_heads = f64::from(model.heads) / tp;
-        // Fewer KV heads than cards: each card keeps a copy of one.
-        let kv_heads = (f64::from(model.kv_heads) / tp).max(1.0);
-        let ratio = query_heads / kv_heads;
+        let query_heads = f64::from(model.heads) / f64::from(tp.max(1));
+        let ratio = query_heads / kv_heads_per_card(model, tp);
         if ratio <= 1.0 || self.covers(model.head_dim, ratio) {
             1.0
         } else {
@@ -86,10 +83,8 @@ impl GroupedDecodeKernels {
         if self.block_stream_share <= 0.0 || model.latent().is_some() {
             return None;
         }
-        // Fewer KV heads than cards: each card keeps a copy of one.
-        let kv_heads = (f64::from(model.kv_heads) / f64::from(tp.max(1))).max(1.0);
         Some(BlockStream {
-            kv_heads_per_card: kv_heads,
+            kv_heads_per_card: kv_heads_per_card(model, tp),
             bytes_per_s: self.block_stream_share * hbm_gbs * 1e9,
         })
     }
@@ -132,6 +127,12 @@ impl GroupedDecodeKernels {
             group / (group + half)
         }
     }
+}
+
+/// The KV heads one of `tp` cards holds of `model`: fewer KV heads than cards leave each card a
+/// copy of one.
+fn kv_heads_per_card(model: &Model, tp: u32) -> f64 {
+    (f64::from(model.kv_heads) / f64::from(tp.max(1))).max(1.0)
 }
 
 /// How a decode kernel that runs one thread block per KV head per sequence reads: a step's

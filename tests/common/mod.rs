@@ -125,6 +125,18 @@ pub fn shipped_engines_with(key: &str, line: &str) -> String {
     changed
 }
 
+/// A scratch catalog folder named `name` holding the shipped `hardware/engines.toml` with `line`
+/// in place of the one starting `key` (see [`shipped_engines_with`]).
+pub fn scratch_engines_with(name: &str, key: &str, line: &str) -> Scratch {
+    let hardware = scratch(name);
+    std::fs::write(
+        hardware.path().join("engines.toml"),
+        shipped_engines_with(key, line),
+    )
+    .unwrap();
+    hardware
+}
+
 pub mod closed_loop;
 pub mod simulated_run;
 
