@@ -344,3 +344,31 @@ fn a_profile_without_multi_block_mode_says_what_its_decode_kernels_do() {
     assert!(line.contains("8 query heads per KV head"), "{line}");
     assert!(!text(&[]).contains("Decode attention:"));
 }
+
+/// A profile whose requests spend time before the engine (SGLang's fitted front) says so in
+/// its heading, with the figure from `hardware/engines.toml`; a profile without one (the
+/// current TensorRT-LLM's) says nothing of it.
+#[test]
+fn the_heading_names_the_time_a_request_spends_before_the_engine() {
+    let heading = |engine: &str| {
+        let mut args = LAYOUT[..7].to_vec();
+        args.extend(["--tpot", "50ms", "--engine", engine]);
+        let run = capplan(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+            .lines()
+            .find(|l| l.starts_with("Engine profile"))
+            .unwrap_or_else(|| panic!("no engine profile line:\n{}", run.stdout))
+            .to_string()
+    };
+    let catalog = capplan::catalog::Catalog::shipped().unwrap();
+    let sglang = catalog.engine("sglang").unwrap().request_overhead_ms;
+    assert!(sglang > 0.0);
+    let line = heading("sglang");
+    assert!(
+        line.contains(&format!("; {sglang} ms a request before the engine")),
+        "{line}"
+    );
+    assert_eq!(catalog.engine("trtllm").unwrap().request_overhead_ms, 0.0);
+    assert!(!heading("trtllm").contains("before the engine"));
+}

@@ -221,6 +221,9 @@ pub struct EngineProfile {
     #[serde(default)]
     pub eager_layer_overhead_us: f64,
     /// Time from a request's arrival to the engine's queue (HTTP front, tokenisation), ms.
+    /// A disaggregated request passes it once, on its way to the prefill worker. Fitted with
+    /// the overheads where a profile's fit rows have open-loop or one-user rows to read it
+    /// from, else on its own (`request_overhead_source`).
     #[serde(default)]
     pub request_overhead_ms: f64,
     /// Extra time per mixture-of-experts layer of every iteration, µs: what a running
@@ -246,10 +249,12 @@ pub struct EngineProfile {
     /// users already spread over a cycle. Fitted on one source's fit rows (`out_of_step_source`).
     #[serde(default)]
     pub out_of_step: f64,
-    /// What `moe_layer_overhead_us`, `handoff_ms` and `out_of_step` were fitted on, where
-    /// they were.
+    /// What `moe_layer_overhead_us`, `request_overhead_ms` (fitted on its own), `handoff_ms`
+    /// and `out_of_step` were fitted on, where they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_layer_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_overhead_source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,10 +287,19 @@ impl EngineProfile {
     }
 
     /// One line for reports: `vllm (vLLM V1 0.10–0.11 defaults; 1024 running, 8192 tokens
-    /// per step, mixed prefill)`.
+    /// per step, mixed prefill)`. The time a request spends before the engine is named where
+    /// the profile has one: it adds to every first token.
     pub fn summary(&self) -> String {
+        let front = if self.request_overhead_ms > 0.0 {
+            format!(
+                ", {:.1} ms a request before the engine",
+                self.request_overhead_ms
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} ({}; {} running, {} tokens per step, {} prefill{}{}, {:.2} ms + {:.0} µs/sequence per step)",
+            "{} ({}; {} running, {} tokens per step, {} prefill{}{}, {:.2} ms + {:.0} µs/sequence per step{front})",
             self.name,
             self.describes,
             self.max_running,
@@ -371,6 +385,7 @@ mod tests {
             handoff_ms: 0.0,
             out_of_step: 0.0,
             moe_layer_source: None,
+            request_overhead_source: None,
             handoff_source: None,
             out_of_step_source: None,
             large_cards: None,
@@ -406,5 +421,26 @@ mod tests {
         // Past the largest captured size the batch runs eagerly at its own size.
         assert_eq!(p.graph_batch(33), 33);
         assert_eq!(profile(vec![]).graph_batch(5), 5);
+    }
+
+    #[test]
+    fn the_summary_names_a_front_only_where_there_is_one() {
+        let none = profile(vec![1]);
+        assert!(
+            !none.summary().contains("before the engine"),
+            "{}",
+            none.summary()
+        );
+        let front = EngineProfile {
+            request_overhead_ms: 98.9,
+            ..profile(vec![1])
+        };
+        assert!(
+            front
+                .summary()
+                .ends_with("µs/sequence per step, 98.9 ms a request before the engine)"),
+            "{}",
+            front.summary()
+        );
     }
 }

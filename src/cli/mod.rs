@@ -91,9 +91,10 @@ pub struct ValidateArgs {
     /// Fit engine constants on each source's fit subset, print them, and score with them
     /// (paste them into hardware/engines.toml): `overheads` (per step, per sequence, per
     /// request; the dense, NIM and BLIS fit rows), `moe` (per expert layer; the
-    /// mixture-of-experts fit rows), `out-of-step` (how far a benchmark's users fall out of
-    /// step after its first wave; every aggregated source's fit rows), `handoff` (between
-    /// disaggregated pools; the disaggregated fit rows), comma-separated; alone, all four in
+    /// mixture-of-experts fit rows), `request` (time from a request's arrival to the engine;
+    /// the mixture-of-experts fit rows), `out-of-step` (how far a benchmark's users fall out
+    /// of step after its first wave; every aggregated source's fit rows), `handoff` (between
+    /// disaggregated pools; the disaggregated fit rows), comma-separated; alone, all five in
     /// that order, each on the one before
     #[arg(long, value_name = "WHAT", num_args = 0..=1, default_missing_value = "all", value_delimiter = ',')]
     pub fit: Option<Vec<String>>,

@@ -27,9 +27,10 @@ enum FitStage {
     /// The per-step, per-sequence and per-request overheads: every source's fit rows but the
     /// mixture-of-experts and disaggregated ones.
     Overheads,
-    /// One constant on its own sources' fit rows: the per-expert-layer cost on the
-    /// mixture-of-experts ones, how far benchmark users fall out of step on every aggregated
-    /// source's, the hand-off on the disaggregated ones.
+    /// One constant on its own sources' fit rows: the per-expert-layer cost and the
+    /// per-request time before the engine on the mixture-of-experts ones, how far benchmark
+    /// users fall out of step on every aggregated source's, the hand-off on the
+    /// disaggregated ones.
     Constant(FittedKind),
 }
 
@@ -39,7 +40,7 @@ impl FitStage {
         let disaggregated = source.model_class == silicon::DISAGGREGATED_CLASS;
         match self {
             FitStage::Overheads => !moe && !disaggregated,
-            FitStage::Constant(FittedKind::MoeLayer) => moe,
+            FitStage::Constant(FittedKind::MoeLayer | FittedKind::Request) => moe,
             FitStage::Constant(FittedKind::OutOfStep) => !disaggregated,
             FitStage::Constant(FittedKind::Handoff) => disaggregated,
         }
@@ -69,6 +70,7 @@ fn fit_stages(names: Option<&[String]>) -> Result<Vec<FitStage>, capplan::InputE
     let all = [
         FitStage::Overheads,
         FitStage::Constant(FittedKind::MoeLayer),
+        FitStage::Constant(FittedKind::Request),
         FitStage::Constant(FittedKind::OutOfStep),
         FitStage::Constant(FittedKind::Handoff),
     ];
@@ -84,11 +86,12 @@ fn fit_stages(names: Option<&[String]>) -> Result<Vec<FitStage>, capplan::InputE
             }
             "overheads" => FitStage::Overheads,
             "moe" => FitStage::Constant(FittedKind::MoeLayer),
+            "request" => FitStage::Constant(FittedKind::Request),
             "handoff" => FitStage::Constant(FittedKind::Handoff),
             "out-of-step" => FitStage::Constant(FittedKind::OutOfStep),
             other => {
                 return Err(capplan::InputError::value(format!(
-                "--fit {other}: use overheads, moe, out-of-step, handoff or all (comma-separated)"
+                "--fit {other}: use overheads, moe, request, out-of-step, handoff or all (comma-separated)"
             )))
             }
         };

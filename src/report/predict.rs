@@ -38,7 +38,7 @@ impl Report for Prediction {
             ),
             format!(
                 "Engine profile {}: continuous batching, ≤ {} running, {} tokens per step ({} prefill{}), \
-                 KV cache {} tokens{}; step overhead {} ms + {} µs per sequence{}; {}.",
+                 KV cache {} tokens{}; step overhead {} ms + {} µs per sequence{}{}; {}.",
                 self.calibration.engine,
                 self.engine.max_running,
                 self.engine.token_budget,
@@ -57,6 +57,11 @@ impl Report for Prediction {
                 count(self.calibration.efficiency.seq_overhead_ms * 1000.0),
                 match self.calibration.efficiency.moe_layer_overhead_us {
                     us if us > 0.0 => format!(" (+ {} µs per expert layer)", count(us)),
+                    _ => String::new(),
+                },
+                // Every first token carries it: the deployment's front, before the engine.
+                match self.calibration.efficiency.request_overhead_ms {
+                    ms if ms > 0.0 => format!("; {} ms a request before the engine", count(ms)),
                     _ => String::new(),
                 },
                 self.calibration.name,

@@ -373,10 +373,11 @@ impl Report for ValidationReport {
                 caption: Some(
                     "Engine constants fitted one at a time, each on its sources' fit subset with \
                      the profile's other constants held: moe_layer_overhead_us (µs per expert \
-                     layer of every iteration) to mean TPOT, out_of_step (how far a benchmark's \
-                     users fall out of step after its first wave, a share of one request cycle) \
-                     and handoff_ms (between disaggregated pools) to mean TTFT; a grid, then a \
-                     golden-section search, on a Cauchy loss of the log error"
+                     layer of every iteration) to mean TPOT, request_overhead_ms (from a \
+                     request's arrival to the engine's queue), out_of_step (how far a \
+                     benchmark's users fall out of step after its first wave, a share of one \
+                     request cycle) and handoff_ms (between disaggregated pools) to mean TTFT; \
+                     a grid, then a golden-section search, on a Cauchy loss of the log error"
                         .into(),
                 ),
                 headers: [

@@ -145,11 +145,15 @@ pub fn predict_disaggregated(
         e2e_s: None,
         ..slo
     };
+    // A request passes the deployment's front (`request_overhead_ms`) once, on its way to
+    // the prefill worker; the decode worker's copy waits for the KV, not for the front again.
+    let mut decode_calibration = calibration.clone();
+    decode_calibration.efficiency.request_overhead_ms = 0.0;
     let d = predict_with(
         layout,
-        calibration,
+        &decode_calibration,
         &decode,
-        pool_start(estimate_c_star(layout, calibration, &decode)),
+        pool_start(estimate_c_star(layout, &decode_calibration, &decode)),
     )?;
     let (decode_rate, tpot_s) =
         operating_point(&d, |level| level.tpot.as_ref().map_or(0.0, |t| t.mean));

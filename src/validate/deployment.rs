@@ -275,6 +275,11 @@ impl Deployment {
         let layout = self.layout(catalog, worker.parallel, profile.memory_utilization)?;
         let mut calibration =
             Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
+        if worker.kv_arrives {
+            // A request passes the deployment's front once, on its way to the prefill worker;
+            // the decode worker's copy of it waits for the KV, not for the front again.
+            calibration.efficiency.request_overhead_ms = 0.0;
+        }
         if self.roofline {
             calibration.operators = None;
             calibration.basis = format!(
@@ -538,6 +543,37 @@ mod tests {
             .kv_transfer_s(&catalog, deployment(1, 1).pools.unwrap(), 0.0)
             .unwrap();
         assert!(transfer > 0.0 && one.ttft.mean > transfer);
+    }
+
+    /// A request passes the deployment's front once: at one user (no queue) the time a
+    /// profile spends before the engine adds to a disaggregated first token once, on the
+    /// prefill side, not again when the decode worker takes the request over.
+    #[test]
+    fn the_front_is_passed_once_on_the_way_to_the_prefill_worker() {
+        let catalog = Catalog::shipped().unwrap();
+        let base = catalog.engine("vllm").unwrap();
+        let run = |request_overhead_ms: f64| {
+            let profile = EngineProfile {
+                request_overhead_ms,
+                ..base.clone()
+            };
+            deployment(1, 1)
+                .simulate(
+                    &catalog,
+                    Arrivals::Closed { users: 1 },
+                    LevelSample::benchmark(1, 4, 0.0),
+                    Some(&profile),
+                )
+                .unwrap()
+                .level
+                .ttft
+                .mean
+        };
+        let added = run(200.0) - run(0.0);
+        assert!(
+            (added - 0.2).abs() < 1e-3,
+            "{added} s added by a 200 ms front"
+        );
     }
 
     /// A prefill worker allowed one request per iteration runs a wave of prompts one after

@@ -8,6 +8,11 @@
 //! - the hand-off of a disaggregated request between its pools beyond the KV bytes
 //!   ([`EngineProfile::handoff_ms`]), to the mean TTFT of one prompt length's disaggregated
 //!   rows — the only figure it enters;
+//! - the time from a request's arrival to the engine's queue
+//!   ([`EngineProfile::request_overhead_ms`]: the deployment's front — HTTP server,
+//!   tokenisation, routing), to the mean TTFT of the mixture-of-experts rows of one
+//!   architecture, where a profile's `overheads` fit has no open-loop or one-user rows to
+//!   read it from;
 //! - how far a benchmark's users fall out of step after its first wave
 //!   ([`EngineProfile::out_of_step`]), to the mean TTFT of the aggregated sources' fit rows:
 //!   it moves when prompts wait behind each other, which only TTFT sees.
@@ -31,6 +36,8 @@ pub enum FittedKind {
     MoeLayer,
     /// [`EngineProfile::handoff_ms`], to mean TTFT.
     Handoff,
+    /// [`EngineProfile::request_overhead_ms`], to mean TTFT.
+    Request,
     /// [`EngineProfile::out_of_step`], to mean TTFT.
     OutOfStep,
 }
@@ -42,6 +49,7 @@ impl FittedKind {
             FittedKind::MoeLayer => "moe_layer_overhead_us",
             FittedKind::Handoff => "handoff_ms",
             FittedKind::OutOfStep => "out_of_step",
+            FittedKind::Request => "request_overhead_ms",
         }
     }
 
@@ -49,18 +57,20 @@ impl FittedKind {
     pub fn metric(self) -> &'static str {
         match self {
             FittedKind::MoeLayer => "TPOT",
-            FittedKind::Handoff | FittedKind::OutOfStep => "TTFT",
+            FittedKind::Handoff | FittedKind::OutOfStep | FittedKind::Request => "TTFT",
         }
     }
 
     /// The range searched: up to a fifth of a millisecond per expert layer (about a decode
     /// step's own length for DeepSeek-V3's 58 of them), up to a second of hand-off, from
-    /// users kept in step to users spread over a whole cycle.
+    /// users kept in step to users spread over a whole cycle, up to half a second before a
+    /// request reaches the engine.
     fn range(self) -> (f64, f64) {
         match self {
             FittedKind::MoeLayer => (0.0, 200.0),
             FittedKind::Handoff => (0.0, 1000.0),
             FittedKind::OutOfStep => (0.0, 1.0),
+            FittedKind::Request => (0.0, 500.0),
         }
     }
 
@@ -69,6 +79,7 @@ impl FittedKind {
             FittedKind::MoeLayer => profile.moe_layer_overhead_us,
             FittedKind::Handoff => profile.handoff_ms,
             FittedKind::OutOfStep => profile.out_of_step,
+            FittedKind::Request => profile.request_overhead_ms,
         }
     }
 
@@ -78,6 +89,7 @@ impl FittedKind {
             FittedKind::MoeLayer => profile.moe_layer_overhead_us = value,
             FittedKind::Handoff => profile.handoff_ms = value,
             FittedKind::OutOfStep => profile.out_of_step = value,
+            FittedKind::Request => profile.request_overhead_ms = value,
         }
         profile
     }
@@ -233,6 +245,12 @@ mod tests {
         assert_eq!(handoff.handoff_ms, 80.0);
         assert_eq!(handoff.moe_layer_overhead_us, base.moe_layer_overhead_us);
         assert_eq!(FittedKind::Handoff.get(&handoff), 80.0);
+        let request = FittedKind::Request.with(base, 120.0);
+        assert_eq!(request.request_overhead_ms, 120.0);
+        assert_eq!(request.handoff_ms, base.handoff_ms);
+        assert_eq!(FittedKind::Request.get(&request), 120.0);
+        assert_eq!(FittedKind::Request.field(), "request_overhead_ms");
+        assert_eq!(FittedKind::Request.metric(), "TTFT");
     }
 
     #[test]
