@@ -145,10 +145,7 @@ pub fn predict_disaggregated(
         e2e_s: None,
         ..slo
     };
-    // A request passes the deployment's front (`request_overhead_ms`) once, on its way to
-    // the prefill worker; the decode worker's copy waits for the KV, not for the front again.
-    let mut decode_calibration = calibration.clone();
-    decode_calibration.efficiency.request_overhead_ms = 0.0;
+    let decode_calibration = calibration.clone().for_decode_worker();
     let d = predict_with(
         layout,
         &decode_calibration,

@@ -214,6 +214,14 @@ impl Calibration {
             grouped_decode: engine.grouped_decode.clone(),
         }
     }
+
+    /// The same step model for a disaggregated deployment's decode worker: a request passes
+    /// the deployment's front (`request_overhead_ms`) once, on its way to the prefill worker;
+    /// the decode worker's copy waits for the KV, not for the front again.
+    pub fn for_decode_worker(mut self) -> Calibration {
+        self.efficiency.request_overhead_ms = 0.0;
+        self
+    }
 }
 
 /// What a roofline prediction says it rests on.

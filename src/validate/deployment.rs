@@ -276,9 +276,7 @@ impl Deployment {
         let mut calibration =
             Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
         if worker.kv_arrives {
-            // A request passes the deployment's front once, on its way to the prefill worker;
-            // the decode worker's copy of it waits for the KV, not for the front again.
-            calibration.efficiency.request_overhead_ms = 0.0;
+            calibration = calibration.for_decode_worker();
         }
         if self.roofline {
             calibration.operators = None;
