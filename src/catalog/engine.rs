@@ -395,7 +395,7 @@ mod tests {
     }
 
     #[test]
-    fn vllm_picks_larger_limits_on_large_cards_except_a100() {
+    fn vllm_and_sglang_pick_larger_limits_on_large_cards() {
         let catalog = crate::catalog::Catalog::shipped().unwrap();
         let vllm = catalog.engine("vllm").unwrap();
         let limits = |card: &str| vllm.limits_on(catalog.card(card).unwrap());
@@ -403,11 +403,18 @@ mod tests {
         assert_eq!(limits("H200"), (1024, 8192));
         assert_eq!(limits("A100-80G-SXM"), (256, 2048));
         assert_eq!(limits("L4"), (256, 2048));
-        // Engines without a large-card rule use one set of limits everywhere.
+        // SGLang's chunk size steps up at 160 GiB of device memory (B200 and larger).
         let sglang = catalog.engine("sglang").unwrap();
+        let chunk = |card: &str| sglang.limits_on(catalog.card(card).unwrap()).1;
+        assert_eq!(chunk("H100-SXM"), 8192);
+        assert_eq!(chunk("H200"), 8192);
+        assert_eq!(chunk("B200"), 16384);
+        assert_eq!(chunk("MI300X"), 16384);
+        // Engines without a large-card rule use one set of limits everywhere.
+        let trtllm = catalog.engine("trtllm").unwrap();
         assert_eq!(
-            sglang.limits_on(catalog.card("H100-SXM").unwrap()),
-            (sglang.max_running, sglang.token_budget)
+            trtllm.limits_on(catalog.card("B200").unwrap()),
+            (trtllm.max_running, trtllm.token_budget)
         );
     }
 

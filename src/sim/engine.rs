@@ -36,6 +36,11 @@ pub struct EngineOptions {
     pub step_mix: StepMix,
     /// Whether a prompt longer than the budget is split over iterations.
     pub chunked_prefill: bool,
+    /// A softer limit on an iteration's prompt tokens beside `token_budget` (SGLang's
+    /// `max_prefill_tokens`): prompts are admitted while the iteration's prompt tokens are
+    /// below it, so the last one admitted may pass it (up to `token_budget`). `None`: only
+    /// the token budget.
+    pub prompt_budget: Option<u64>,
     /// Tokens per KV block: prefix-cache hits count whole blocks only.
     pub kv_block_tokens: u64,
     /// Whether blocks of earlier prompts are kept and reused (vLLM's automatic prefix
@@ -60,6 +65,7 @@ impl Default for EngineOptions {
             kv_reservation: KvReservation::Prompt,
             step_mix: StepMix::Mixed,
             chunked_prefill: true,
+            prompt_budget: None,
             kv_block_tokens: 16,
             prefix_caching: true,
             schedule_ahead: false,
@@ -89,6 +95,7 @@ impl EngineOptions {
             kv_reservation: profile.kv_reservation,
             step_mix: profile.step_mix,
             chunked_prefill: profile.chunked_prefill,
+            prompt_budget: None,
             kv_block_tokens: profile.kv_block_tokens,
             prefix_caching: profile.prefix_caching,
             schedule_ahead: profile.schedule_ahead,
@@ -106,6 +113,7 @@ pub struct EngineConfig {
     pub kv_reservation: KvReservation,
     pub step_mix: StepMix,
     pub chunked_prefill: bool,
+    pub prompt_budget: Option<u64>,
     pub kv_block_tokens: u64,
     pub prefix_caching: bool,
     pub schedule_ahead: bool,
@@ -129,6 +137,7 @@ impl EngineConfig {
             kv_reservation: options.kv_reservation,
             step_mix: options.step_mix,
             chunked_prefill: options.chunked_prefill,
+            prompt_budget: options.prompt_budget,
             kv_block_tokens: options.kv_block_tokens.max(1),
             prefix_caching: options.prefix_caching,
             schedule_ahead: options.schedule_ahead,
@@ -571,7 +580,15 @@ impl Engine {
             .sum();
         let decode_only = self.config.step_mix == StepMix::PrefillFirst && !prefill_only;
         let admitted_before = self.admissions_started();
+        let mut prompt_room = self
+            .config
+            .prompt_budget
+            .map(|limit| limit.saturating_sub(decoding * verified))
+            .map(|room| room.saturating_sub(chunks.iter().map(|&(_, chunk)| chunk).sum()));
         while may_admit && !decode_only && budget > 0 && self.running() < self.config.max_running {
+            if prompt_room == Some(0) {
+                break;
+            }
             let Some(next) = self.waiting.front().copied() else {
                 break;
             };
@@ -602,6 +619,7 @@ impl Engine {
             chunks.push((self.prefilling.len() - 1, chunk));
             promised += to_compute;
             budget = budget.saturating_sub(chunk);
+            prompt_room = prompt_room.map(|room| room.saturating_sub(chunk));
         }
 
         self.waiting.extend(late);
@@ -1115,6 +1133,28 @@ mod tests {
         assert_eq!(first_token_of_2, Some(7));
         assert!("delayed:20,1.2".parse::<Admission>().is_ok());
         assert!("sometimes".parse::<Admission>().is_err());
+    }
+
+    #[test]
+    fn a_prompt_budget_admits_prompts_until_it_is_passed() {
+        // SGLang's max_prefill_tokens: prompts are admitted while the iteration's prompt
+        // tokens are below it, so the one that crosses it still runs whole.
+        let first_step = |prompt_budget: Option<u64>| {
+            let mut config = EngineConfig::new(100_000);
+            config.token_budget = 10_000;
+            config.prompt_budget = prompt_budget;
+            let mut engine = Engine::new(config, flat_perf(), false);
+            for id in 1..=4 {
+                engine.submit(request(id, 100, 5)).unwrap();
+            }
+            let mut first = engine.step().unwrap().first_tokens;
+            first.sort_unstable();
+            first
+        };
+        assert_eq!(first_step(None), vec![1, 2, 3, 4]);
+        assert_eq!(first_step(Some(250)), vec![1, 2, 3]);
+        assert_eq!(first_step(Some(200)), vec![1, 2]);
+        assert_eq!(first_step(Some(1)), vec![1]);
     }
 
     #[test]

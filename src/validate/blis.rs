@@ -123,6 +123,8 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
                 roofline: false,
                 pools: None,
                 speculation: None,
+                prompt_budget: None,
+                step_mix: None,
                 cuda_graph_sizes: None,
             },
             arrivals,

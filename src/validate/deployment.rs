@@ -1,7 +1,7 @@
 //! A measured deployment as capplan predicts it: the layout, the engine profile, the workload
 //! and the load, simulated exactly as `predict` would.
 
-use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism};
+use crate::catalog::{Catalog, Dtype, EngineProfile, MemoryOptions, Parallelism, StepMix};
 use crate::sim::disagg::KvHandover;
 use crate::sim::engine::EngineOptions;
 use crate::sim::measuring_client::{LevelSample, MeasuredAs};
@@ -28,6 +28,12 @@ pub struct Deployment {
     /// Scheduler settings the measurement states, over the profile's defaults.
     pub max_running: Option<usize>,
     pub token_budget: Option<u64>,
+    /// A soft limit on an iteration's prompt tokens (SGLang's `max_prefill_tokens`), where
+    /// the deployment set one.
+    pub prompt_budget: Option<u64>,
+    /// How prompts and decodes share an iteration, where the deployment set it over the
+    /// profile's default (SGLang's `--enable-mixed-chunk`).
+    pub step_mix: Option<StepMix>,
     /// Decode batch sizes the deployment captured as CUDA graphs, over the profile's.
     pub cuda_graph_sizes: Option<Vec<u32>>,
     pub input_tokens: TokenLengths,
@@ -292,6 +298,12 @@ impl Deployment {
         if let Some(budget) = self.token_budget {
             options.token_budget = budget;
         }
+        if self.prompt_budget.is_some() {
+            options.prompt_budget = self.prompt_budget;
+        }
+        if let Some(step_mix) = self.step_mix {
+            options.step_mix = step_mix;
+        }
         // A decode worker's prompts arrive with their KV: in place whatever the engine's
         // prefix caching. A measurement that states a share of each prompt held in the cache
         // ran with the cache on (vLLM V0 had it off unless asked).
@@ -507,6 +519,8 @@ mod tests {
                 decode_workers,
             }),
             speculation: None,
+            prompt_budget: None,
+            step_mix: None,
             cuda_graph_sizes: None,
         }
     }

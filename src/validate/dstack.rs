@@ -189,6 +189,8 @@ pub fn source(catalog: &Catalog) -> Result<TableSource, InputError> {
                 engine: engine.to_string(),
                 max_running: row.flag("--max_batch_size").map(|b| b as usize),
                 token_budget: row.token_budget(model.max_context),
+                prompt_budget: None,
+                step_mix: None,
                 cuda_graph_sizes: None,
                 input_tokens: TokenLengths::Fixed {
                     tokens: row.input_tokens,

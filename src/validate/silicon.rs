@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::deployment::{Deployment, Pools};
 use super::{Comparison, RowOutcome, SkipReasons, TableSource};
-use crate::catalog::{Catalog, Dtype, Model, Parallelism};
+use crate::catalog::{Catalog, Dtype, Model, Parallelism, StepMix};
 use crate::error::InputError;
 use crate::sim::measuring_client::LevelSample;
 use crate::sim::measuring_client::CLIENT_JITTER_S;
@@ -363,6 +363,8 @@ pub fn comparisons(
                 engine,
                 max_running: None,
                 token_budget: deployed_budget(row, batch.unwrap_or(1)),
+                prompt_budget: deployed_prompt_budget(row),
+                step_mix: deployed_step_mix(row),
                 cuda_graph_sizes: deployed_graph_sizes(row, batch.unwrap_or(1)),
                 input_tokens: TokenLengths::Fixed { tokens: row.isl },
                 output_tokens: TokenLengths::Fixed { tokens: row.osl },
@@ -489,6 +491,23 @@ fn deployed_budget(row: &SiliconRow, batch: u32) -> Option<u64> {
     }
 }
 
+/// SGLang's `max_prefill_tokens` where the generator set it: the input length + 1500 from
+/// its first SGLang rule (`generator/rule_plugin/sglang.rule`, 2025-12-04), for aggregated
+/// and prefill workers alike. SGLang admits prompts while an iteration's prompt tokens are
+/// below it (the chunk size, the profile's budget, still caps the iteration).
+fn deployed_prompt_budget(row: &SiliconRow) -> Option<u64> {
+    (row.backend == "sglang" && sglang_generated(row))
+        .then(|| u64::from(row.isl) + GENERATOR_BUDGET_MARGIN)
+}
+
+/// Whether an SGLang row ran a deployment AIConfigurator's generator wrote: collected on or
+/// after [`GENERATOR_RULES_SINCE`], or undated on a release from 0.5.6.post1 (published
+/// 2025-12-08, later still).
+fn sglang_generated(row: &SiliconRow) -> bool {
+    row.collected_since(GENERATOR_RULES_SINCE)
+        .unwrap_or_else(|| sglang_release(&row.backend_version).is_some_and(|v| v >= (0, 5, 6, 1)))
+}
+
 /// The decode batch sizes the collection's deployments captured as CUDA graphs, where the
 /// generator set them: every size up to the worker's batch (`cuda_graph_batch_sizes =
 /// range(1, max_batch_size + 1)`), so no decode step is padded. TensorRT-LLM's rule has it
@@ -505,6 +524,39 @@ fn deployed_graph_sizes(row: &SiliconRow, batch: u32) -> Option<Vec<u32>> {
         _ => None,
     }
 }
+
+/// How prompts and decodes shared an iteration where the generator set it: its SGLang rule
+/// turns on `--enable-mixed-chunk` for aggregated workers from 2026-01-19
+/// (`generator/rule_plugin/sglang.rule`, "fix: add sglang enable-mix-chunk for generator"),
+/// so a prompt's chunks run beside the decodes instead of pausing them. Rows collected from
+/// then on, or undated on a release from 0.5.8 (published 2026-01-23, later still), ran so;
+/// the others with SGLang's default, prefill first.
+fn deployed_step_mix(row: &SiliconRow) -> Option<StepMix> {
+    let mixed = row.mode == "agg"
+        && row.backend == "sglang"
+        && row
+            .collected_since(SGLANG_MIXED_CHUNK_SINCE)
+            .unwrap_or_else(|| {
+                sglang_release(&row.backend_version).is_some_and(|version| version >= (0, 5, 8, 0))
+            });
+    mixed.then_some(StepMix::Mixed)
+}
+
+/// An SGLang release's three numbers ("0.5.8.post1" → (0, 5, 8)); `None` for a nightly or a
+/// blank.
+fn sglang_release(version: &str) -> Option<(u32, u32, u32, u32)> {
+    let mut parts = version.split('.');
+    let mut number = || parts.next()?.parse().ok();
+    let (major, minor, patch) = (number()?, number()?, number()?);
+    let post = match version.split(".post").nth(1) {
+        Some(post) => post.parse().ok()?,
+        None => 0,
+    };
+    Some((major, minor, patch, post))
+}
+
+/// The day AIConfigurator's generator turned on SGLang's mixed chunks.
+const SGLANG_MIXED_CHUNK_SINCE: &str = "2026-01-19";
 
 /// The tokens AIConfigurator's generator adds to an aggregated worker's budget beyond the
 /// batch and the input length.
@@ -920,5 +972,50 @@ mod tests {
         assert_eq!(graphs(&row("trtllm", "1.0.0rc3", "")), None);
         assert_eq!(graphs(&row("vllm", "0.19.0", "2026-04-01")), every);
         assert_eq!(graphs(&row("sglang", "0.5.6", "2025-12-20")), None);
+    }
+
+    /// SGLang as the generator deployed it: `max_prefill_tokens` of the prompt + 1500 from
+    /// its first rule (2025-12-04), mixed chunks in aggregated workers from 2026-01-19;
+    /// undated rows by the release they ran (0.5.6.post1 and 0.5.8 came out after those days).
+    #[test]
+    fn generated_sglang_deployments_take_the_generators_prompt_budget_and_mixed_chunks() {
+        let row = |mode: &str, version: &str, measured: &str| SiliconRow {
+            backend: "sglang".into(),
+            mode: mode.into(),
+            backend_version: version.into(),
+            measured: measured.into(),
+            isl: 8192,
+            ..read_rows(FIXTURE, FIXTURE_NAME).unwrap()[0].clone()
+        };
+        let prompts = |r: &SiliconRow| deployed_prompt_budget(r);
+        assert_eq!(prompts(&row("agg", "0.5.9", "2026-03-25")), Some(9692));
+        assert_eq!(
+            prompts(&row("disagg", "0.5.5.post2", "2025-12-10")),
+            Some(9692)
+        );
+        assert_eq!(prompts(&row("agg", "0.5.6.post2", "")), Some(9692));
+        assert_eq!(prompts(&row("agg", "0.5.6", "")), None);
+        assert_eq!(prompts(&row("agg", "", "2025-11-10")), None);
+        assert_eq!(prompts(&row("agg", "nightly-dev", "")), None);
+
+        let mix = |r: &SiliconRow| deployed_step_mix(r);
+        assert_eq!(
+            mix(&row("agg", "0.5.9", "2026-03-25")),
+            Some(StepMix::Mixed)
+        );
+        assert_eq!(mix(&row("agg", "0.5.8.post1", "")), Some(StepMix::Mixed));
+        assert_eq!(mix(&row("agg", "0.5.7", "")), None);
+        assert_eq!(mix(&row("agg", "0.5.6.post2", "2026-01-10")), None);
+        assert_eq!(mix(&row("disagg", "0.5.8.post1", "2026-02-10")), None);
+        let vllm = SiliconRow {
+            backend: "vllm".into(),
+            ..row("agg", "0.19.0", "2026-04-01")
+        };
+        assert_eq!(mix(&vllm), None);
+        assert_eq!(prompts(&vllm), None);
+
+        assert_eq!(sglang_release("0.5.10.post1"), Some((0, 5, 10, 1)));
+        assert_eq!(sglang_release("0.5.9"), Some((0, 5, 9, 0)));
+        assert_eq!(sglang_release("nightly-dev-20260216-d3bae71e"), None);
     }
 }

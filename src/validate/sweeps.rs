@@ -187,6 +187,8 @@ pub fn source(catalog: &Catalog, file: &SweepFile) -> Result<TableSource, InputE
                 roofline: false,
                 pools: None,
                 speculation: None,
+                prompt_budget: None,
+                step_mix: None,
                 cuda_graph_sizes: None,
             },
             arrivals: Arrivals::Closed {
