@@ -372,3 +372,34 @@ fn the_heading_names_the_time_a_request_spends_before_the_engine() {
     assert_eq!(catalog.engine("trtllm").unwrap().request_overhead_ms, 0.0);
     assert!(!heading("trtllm").contains("before the engine"));
 }
+
+/// SGLang's max_prefill_tokens as `--prompt-budget`: the heading, written from the engine the
+/// prediction ran, says it (the admission rule itself is tested beside the engine); zero is
+/// refused naming the flag.
+#[test]
+fn a_prompt_budget_reaches_the_engine_and_zero_is_refused() {
+    let predict = |extra: &[&str]| {
+        let mut args = LAYOUT[..7].to_vec();
+        args.extend(["--tpot", "50ms", "--engine", "sglang"]);
+        args.extend(extra);
+        capplan(&args)
+    };
+    let run = predict(&["--prompt-budget", "1500"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("new prompts taken while under 1500 prompt tokens"),
+        "{}",
+        run.stdout
+    );
+    let plain = predict(&[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert!(
+        !plain.stdout.contains("new prompts taken"),
+        "{}",
+        plain.stdout
+    );
+    let zero = predict(&["--prompt-budget", "0"]);
+    assert_eq!(zero.code, 2);
+    assert!(zero.stderr.contains("--prompt-budget"), "{}", zero.stderr);
+}

@@ -578,6 +578,11 @@ pub struct EngineFlags {
     /// engine's]
     #[arg(long)]
     pub token_budget: Option<u64>,
+    /// Prompt tokens an engine step admits before it stops taking new prompts (SGLang
+    /// max_prefill_tokens: the prompt that crosses it still runs, up to --token-budget)
+    /// [default: none, only the token budget]
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub prompt_budget: Option<u64>,
     /// When waiting requests join a running batch: continuous (vLLM), delayed (TGI's defaults:
     /// after 20 steps or when 1.2 × running are waiting) or delayed:STEPS,RATIO [default: the
     /// engine's]

@@ -200,6 +200,9 @@ impl EngineFlags {
         if let Some(budget) = self.token_budget {
             options.token_budget = budget;
         }
+        if self.prompt_budget.is_some() {
+            options.prompt_budget = self.prompt_budget;
+        }
         if let Some(admission) = self.admission {
             options.admission = admission;
         }

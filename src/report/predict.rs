@@ -37,11 +37,15 @@ impl Report for Prediction {
                 self.slo.describe()
             ),
             format!(
-                "Engine profile {}: continuous batching, ≤ {} running, {} tokens per step ({} prefill{}), \
+                "Engine profile {}: continuous batching, ≤ {} running, {} tokens per step{} ({} prefill{}), \
                  KV cache {} tokens{}; step overhead {} ms + {} µs per sequence{}{}; {}.",
                 self.calibration.engine,
                 self.engine.max_running,
                 self.engine.token_budget,
+                self.engine
+                    .prompt_budget
+                    .map(|budget| format!(", new prompts taken while under {budget} prompt tokens"))
+                    .unwrap_or_default(),
                 self.engine.step_mix,
                 if self.engine.chunked_prefill { ", chunked" } else { ", whole prompts" },
                 self.engine.kv_capacity,

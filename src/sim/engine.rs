@@ -137,7 +137,7 @@ impl EngineConfig {
             kv_reservation: options.kv_reservation,
             step_mix: options.step_mix,
             chunked_prefill: options.chunked_prefill,
-            prompt_budget: options.prompt_budget,
+            prompt_budget: options.prompt_budget.map(|budget| budget.max(1)),
             kv_block_tokens: options.kv_block_tokens.max(1),
             prefix_caching: options.prefix_caching,
             schedule_ahead: options.schedule_ahead,

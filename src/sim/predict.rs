@@ -489,6 +489,9 @@ pub fn engine_for(
     let mut options = *options;
     options.max_running = (options.max_running * replicas as usize / engines as usize).max(1);
     options.token_budget = (options.token_budget * u64::from(replicas)).max(1);
+    options.prompt_budget = options
+        .prompt_budget
+        .map(|budget| (budget * u64::from(replicas)).max(1));
     let mut config = EngineConfig::with(fit.kv_tokens / u64::from(engines), &options);
     let states = fit.state_tokens_per_sequence;
     match options.state_memory_ratio {
@@ -1568,6 +1571,32 @@ mod tests {
         let (engine, fit) = engine_for(&plain, &calibration, &sglang_options, false).unwrap();
         assert_eq!(engine.config().kv_capacity, fit.kv_tokens);
         assert_eq!(engine.config().max_running, sglang_options.max_running);
+    }
+
+    /// Each attention replica runs its own scheduler with the engine's limits: DP8 EP8 on
+    /// eight B200s holds eight times the token budget and the prompt budget of one.
+    #[test]
+    fn attention_replicas_each_take_the_engines_budgets() {
+        let catalog = Catalog::shipped().unwrap();
+        let card = catalog.card("B200").unwrap();
+        let model = catalog.model("deepseek-v3").unwrap();
+        let wide = crate::catalog::Parallelism {
+            tp: 1,
+            pp: 1,
+            dp: 8,
+            ep: 8,
+        };
+        let mut layout =
+            Layout::on_card(model, card, 1).with_parallel(wide, catalog.largest_node_of(card));
+        layout.memory.dtype = Some(crate::catalog::Dtype::Fp8);
+        let profile = catalog.engine("sglang").unwrap();
+        let calibration =
+            Calibration::for_engine(card, &card.interconnect, profile, &catalog.operators);
+        let mut options = EngineOptions::for_card(profile, card);
+        options.prompt_budget = Some(9692);
+        let (engine, _) = engine_for(&layout, &calibration, &options, false).unwrap();
+        assert_eq!(engine.config().token_budget, 8 * options.token_budget);
+        assert_eq!(engine.config().prompt_budget, Some(8 * 9692));
     }
 
     #[test]
