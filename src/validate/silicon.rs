@@ -439,7 +439,7 @@ fn engine_profile_name(row: &SiliconRow) -> String {
         return row.backend.clone();
     }
     let before_async = match release_of(&row.backend_version) {
-        Some(version) => version < (0, 14),
+        Some(version) => version < (0, 14, 0, 0),
         None => row.collected_since("2026-01-20") == Some(false),
     };
     if before_async {
@@ -505,7 +505,7 @@ fn deployed_prompt_budget(row: &SiliconRow) -> Option<u64> {
 /// 2025-12-08, later still).
 fn sglang_generated(row: &SiliconRow) -> bool {
     row.collected_since(GENERATOR_RULES_SINCE)
-        .unwrap_or_else(|| sglang_release(&row.backend_version).is_some_and(|v| v >= (0, 5, 6, 1)))
+        .unwrap_or_else(|| release_of(&row.backend_version).is_some_and(|v| v >= (0, 5, 6, 1)))
 }
 
 /// The decode batch sizes the collection's deployments captured as CUDA graphs, where the
@@ -537,22 +537,9 @@ fn deployed_step_mix(row: &SiliconRow) -> Option<StepMix> {
         && row
             .collected_since(SGLANG_MIXED_CHUNK_SINCE)
             .unwrap_or_else(|| {
-                sglang_release(&row.backend_version).is_some_and(|version| version >= (0, 5, 8, 0))
+                release_of(&row.backend_version).is_some_and(|version| version >= (0, 5, 8, 0))
             });
     mixed.then_some(StepMix::Mixed)
-}
-
-/// An SGLang release's three numbers ("0.5.8.post1" → (0, 5, 8)); `None` for a nightly or a
-/// blank.
-fn sglang_release(version: &str) -> Option<(u32, u32, u32, u32)> {
-    let mut parts = version.split('.');
-    let mut number = || parts.next()?.parse().ok();
-    let (major, minor, patch) = (number()?, number()?, number()?);
-    let post = match version.split(".post").nth(1) {
-        Some(post) => post.parse().ok()?,
-        None => 0,
-    };
-    Some((major, minor, patch, post))
 }
 
 /// The day AIConfigurator's generator turned on SGLang's mixed chunks.
@@ -576,14 +563,25 @@ const BENCHMARK_RULES_SINCE: &str = "2026-01-30";
 fn vllm_generated(row: &SiliconRow) -> bool {
     row.collected_since(GENERATOR_RULES_SINCE)
         .unwrap_or_else(|| {
-            release_of(&row.backend_version).is_some_and(|version| version >= (0, 14))
+            release_of(&row.backend_version).is_some_and(|version| version >= (0, 14, 0, 0))
         })
 }
 
-/// A release's major and minor number ("0.12.0" → (0, 12)); `None` for a nightly or a blank.
-fn release_of(version: &str) -> Option<(u32, u32)> {
+/// A release's major, minor, patch and post-release numbers ("0.5.8.post1" → (0, 5, 8, 1),
+/// "0.12.0" → (0, 12, 0, 0)); `None` for a nightly or a blank. A missing patch or post number
+/// is 0, and a pre-release counts by the number it starts with ("1.0.0rc3" → patch 0).
+fn release_of(version: &str) -> Option<(u32, u32, u32, u32)> {
+    let leading = |part: &str| {
+        let digits = part
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(part.len());
+        part[..digits].parse().unwrap_or(0)
+    };
     let mut parts = version.split('.');
-    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    let (major, minor) = (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
+    let patch = parts.next().map_or(0, leading);
+    let post = version.split(".post").nth(1).map_or(0, leading);
+    Some((major, minor, patch, post))
 }
 
 /// Rows of one sweep: the same deployment at several concurrencies.
@@ -1014,8 +1012,10 @@ mod tests {
         assert_eq!(mix(&vllm), None);
         assert_eq!(prompts(&vllm), None);
 
-        assert_eq!(sglang_release("0.5.10.post1"), Some((0, 5, 10, 1)));
-        assert_eq!(sglang_release("0.5.9"), Some((0, 5, 9, 0)));
-        assert_eq!(sglang_release("nightly-dev-20260216-d3bae71e"), None);
+        assert_eq!(release_of("0.5.10.post1"), Some((0, 5, 10, 1)));
+        assert_eq!(release_of("0.5.9"), Some((0, 5, 9, 0)));
+        assert_eq!(release_of("0.12.0"), Some((0, 12, 0, 0)));
+        assert_eq!(release_of("1.0.0rc3"), Some((1, 0, 0, 0)));
+        assert_eq!(release_of("nightly-dev-20260216-d3bae71e"), None);
     }
 }
